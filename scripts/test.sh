@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The README's test command (`npm test`): builds, makes sure a Docker engine answers for the
+# container scenarios, then runs every vitest suite (unit, in-process multi-node, containers).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "test: building (tsc -b)"
+npm run --silent build
+
+if [ -x scripts/ensure-docker.sh ] && [ -d test/integration ] && ls test/integration/*.test.ts >/dev/null 2>&1; then
+  bash scripts/ensure-docker.sh
+fi
+
+export TESTCONTAINERS_RYUK_DISABLED=true
+export TESTCONTAINERS_HOST_OVERRIDE=${TESTCONTAINERS_HOST_OVERRIDE:-localhost}
+export HERMES_LOG_LEVEL=${HERMES_LOG_LEVEL:-silent}
+exec npx vitest run "$@"

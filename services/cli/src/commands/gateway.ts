@@ -1,0 +1,75 @@
+import { Gateway } from "@hermes/gateway";
+import { GatewayServiceClient } from "@hermes/proto/hermes/v1/gateway";
+import type { Command } from "commander";
+import type { CommandRunner } from "../main.js";
+import { emit, table } from "../output.js";
+
+export function registerGatewayCommands(program: Command, run: CommandRunner): void {
+  const gateway = program.command("gateway").description("run or inspect a gateway");
+
+  gateway
+    .command("start")
+    .description("run a gateway in the foreground (Ctrl-C or SIGTERM stops it gracefully)")
+    .option("--id <id>", "gateway id (persisted on first start; never changes)")
+    .option("--grpc <host:port>", "gRPC listen address (default 127.0.0.1:7440)")
+    .option("--http <host:port>", "HTTP listen address for /livez /readyz /metrics /rpc (default 127.0.0.1:7441)")
+    .option("--relay <url>", "relay to dial out to (grpc://host:port)")
+    .option("--relay-key <key>", "connection key for --relay")
+    .action(
+      run(async (ctx, o: { id?: string; grpc?: string; http?: string; relay?: string; relayKey?: string }) => {
+        const gw = await Gateway.start({
+          home: ctx.home.root,
+          overrides: {
+            ...(o.id ? { id: o.id } : {}),
+            ...(o.grpc ? { grpc: o.grpc } : {}),
+            ...(o.http ? { http: o.http } : {}),
+            ...(o.relay ? { relayUrl: o.relay } : {}),
+            ...(o.relayKey ? { relayKey: o.relayKey } : {}),
+          },
+        });
+        process.stdout.write(`gateway ready: id=${gw.id} grpc=${gw.grpcAddress} http=${gw.httpAddress} control=${gw.home.controlSocket}\n`);
+        if (process.stderr.isTTY) {
+          const h = `--home ${gw.home.root}`;
+          process.stderr.write(
+            `\nnext, in another terminal:\n  npx hermes ${h} profile create alice --title Researcher\n  npx hermes ${h} -p alice chat -q "hello"\n  npx hermes ${h} gateway status\n\n`,
+          );
+        }
+        await new Promise<void>((resolve) => {
+          const stop = (signal: string) => {
+            gw.logger.info({ signal }, "stopping");
+            gw.stop().then(resolve, resolve);
+          };
+          process.once("SIGTERM", () => stop("SIGTERM"));
+          process.once("SIGINT", () => stop("SIGINT"));
+        });
+      }),
+    );
+
+  gateway
+    .command("status")
+    .description("id, addresses, uptime, profiles, rooms, peers, relay link")
+    .action(
+      run(async (ctx) => {
+        const gw = ctx.client(GatewayServiceClient);
+        const s = await ctx.call(gw, gw.status, {});
+        emit(ctx.json, s, () =>
+          table(
+            ["FIELD", "VALUE"],
+            [
+              ["id", s.gateway_id],
+              ["version", s.version],
+              ["home", s.home],
+              ["grpc", s.grpc_address],
+              ["http", s.http_address],
+              ["control socket", s.control_socket],
+              ["uptime", `${Math.round(s.uptime_seconds)} s`],
+              ["profiles", s.profiles],
+              ["rooms", s.rooms],
+              ["peers", s.peers.map((p) => p.name).join(", ") || "-"],
+              ["relay", s.relay?.state === "disabled" || !s.relay ? "-" : `${s.relay.url} (${s.relay.state})`],
+            ],
+          ),
+        );
+      }),
+    );
+}

@@ -1,0 +1,71 @@
+import { Command, CommanderError, Option } from "commander";
+import { registerChatCommand } from "./commands/chat.js";
+import { registerGatewayCommands } from "./commands/gateway.js";
+import { registerProfileCommands } from "./commands/profile.js";
+import { CliContext, type GlobalOptions } from "./context.js";
+import { reportError } from "./output.js";
+
+export const VERSION = "0.1.0";
+
+// biome-ignore lint/suspicious/noExplicitAny: commander passes positional arguments untyped
+type Action = (ctx: CliContext, ...args: any[]) => Promise<void>;
+// biome-ignore lint/suspicious/noExplicitAny: see above
+export type CommandRunner = (action: Action) => (...args: any[]) => Promise<void>;
+
+/** Wraps an action: builds the context from the global options and turns errors into exit codes. */
+function runner(exit: { code: number }): CommandRunner {
+  return (action) =>
+    async (...args) => {
+      const command = args[args.length - 1] as Command;
+      const globals = command.optsWithGlobals() as GlobalOptions;
+      const ctx = new CliContext(globals);
+      try {
+        await action(ctx, ...args.slice(0, -1));
+      } catch (err) {
+        exit.code = reportError(err, ctx.json);
+      } finally {
+        ctx.close();
+      }
+    };
+}
+
+export function buildProgram(exit: { code: number }): Command {
+  const program = new Command("hermes")
+    .description("Hermes Mesh: gateways, replicated rooms, bot-to-bot delivery and relay for Hermes bots")
+    .version(VERSION, "-V, --version")
+    .addOption(new Option("--home <dir>", "HERMES_HOME (default ~/.hermes)").env("HERMES_HOME"))
+    .addOption(
+      new Option("--gateway <url>", "gateway gRPC URL (grpc://host:port); default: the control socket of --home").env("HERMES_GATEWAY"),
+    )
+    .addOption(new Option("--key <key>", "API key for --gateway").env("HERMES_KEY"))
+    .option("--json", "machine-readable output")
+    .option("-p, --profile <name>", "act as this profile")
+    .showHelpAfterError("(run with --help for usage)")
+    .exitOverride();
+  const run = runner(exit);
+  registerGatewayCommands(program, run);
+  registerProfileCommands(program, run);
+  registerChatCommand(program, run);
+  return program;
+}
+
+/** Runs the CLI; resolves to the exit code (0 ok, 1 runtime/transport failure, 2 usage or refusal). */
+export async function main(argv: string[]): Promise<number> {
+  const exit = { code: 0 };
+  const program = buildProgram(exit);
+  for (const c of allCommands(program)) c.exitOverride();
+  try {
+    await program.parseAsync(argv);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // --help, --version and `help CMD` exit 0; help shown because a subcommand is missing is a usage error.
+      return err.exitCode === 0 ? 0 : 2;
+    }
+    throw err;
+  }
+  return exit.code;
+}
+
+function allCommands(c: Command): Command[] {
+  return [c, ...c.commands.flatMap(allCommands)];
+}

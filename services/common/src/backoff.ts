@@ -1,0 +1,48 @@
+export interface BackoffOptions {
+  initialMs: number;
+  maxMs: number;
+  multiplier: number;
+  /** Fraction of the delay randomised either way (0.2 → ±20 %). */
+  jitter: number;
+  random?: () => number;
+}
+
+export const DEFAULT_BACKOFF: BackoffOptions = { initialMs: 250, maxMs: 30_000, multiplier: 1.6, jitter: 0.2 };
+
+/** Exponential back-off with jitter for reconnect loops; `reset()` after a success. */
+export class Backoff {
+  private attempt = 0;
+  private readonly options: BackoffOptions;
+
+  constructor(options: Partial<BackoffOptions> = {}) {
+    this.options = { ...DEFAULT_BACKOFF, ...options };
+  }
+
+  nextDelayMs(): number {
+    const { initialMs, maxMs, multiplier, jitter, random = Math.random } = this.options;
+    const base = Math.min(maxMs, initialMs * multiplier ** this.attempt);
+    this.attempt += 1;
+    return Math.max(0, Math.round(base * (1 + jitter * (2 * random() - 1))));
+  }
+
+  reset(): void {
+    this.attempt = 0;
+  }
+
+  get attempts(): number {
+    return this.attempt;
+  }
+}
+
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}

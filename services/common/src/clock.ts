@@ -1,0 +1,10 @@
+/** Time as an input, so core logic and tests never read the wall clock themselves. */
+export interface Clock {
+  now(): number;
+}
+
+export const systemClock: Clock = { now: () => Date.now() };
+
+export function isoTime(ms: number): string {
+  return new Date(ms).toISOString();
+}

@@ -1,0 +1,53 @@
+import { existsSync, readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
+import type { z } from "zod";
+import { HermesError } from "./errors.js";
+
+function issuePath(path: readonly PropertyKey[]): string {
+  return path.length === 0 ? "(top level)" : path.map(String).join(".");
+}
+
+/** One message naming the offending key for the first problem zod found. */
+export function describeConfigError(file: string, error: z.ZodError): string {
+  const issue = error.issues[0]!;
+  if (issue.code === "unrecognized_keys") {
+    const where = issue.path.length ? ` under ${issuePath(issue.path)}` : "";
+    return `${file}: unknown key ${issue.keys.map((k) => JSON.stringify(k)).join(", ")}${where}`;
+  }
+  return `${file}: ${issuePath(issue.path)}: ${issue.message}`;
+}
+
+/** Validates a plain object against a schema, throwing invalid_config (exit 2) that names the key. */
+export function validateConfig<S extends z.ZodType>(schema: S, value: unknown, file: string): z.infer<S> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw new HermesError("invalid_config", describeConfigError(file, parsed.error), { data: { file } });
+  return parsed.data;
+}
+
+/** Reads a YAML file (missing or empty → {}), refusing YAML syntax errors with the file named. */
+export function readYamlFile(file: string): unknown {
+  if (!existsSync(file)) return {};
+  const text = readFileSync(file, "utf8");
+  try {
+    return parseYaml(text) ?? {};
+  } catch (err) {
+    throw new HermesError("invalid_config", `${file}: not valid YAML: ${err instanceof Error ? err.message : String(err)}`, {
+      data: { file },
+      cause: err,
+    });
+  }
+}
+
+/** Reads KEY=VALUE lines of a .env file (no shell expansion, quotes stripped). */
+export function readEnvFile(file: string): Record<string, string> {
+  if (!existsSync(file)) return {};
+  const out: Record<string, string> = {};
+  for (const line of readFileSync(file, "utf8").split(/\r?\n/)) {
+    const match = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$/.exec(line);
+    if (!match || line.trimStart().startsWith("#")) continue;
+    let value = match[2]!;
+    if (/^(['"]).*\1$/.test(value)) value = value.slice(1, -1);
+    out[match[1]!] = value;
+  }
+  return out;
+}

@@ -1,0 +1,144 @@
+import { status as GrpcStatus, Metadata, type ServiceError } from "@grpc/grpc-js";
+
+/**
+ * Every typed failure in Hermes Mesh carries a stable snake_case reason. The reason decides the
+ * gRPC status, the CLI exit code and (for room methods) travels as JSON-RPC `data.reason`.
+ * Add new reasons here, with their status and exit code, so one table answers both.
+ */
+export const REASONS = {
+  // generic
+  invalid_params: { status: GrpcStatus.INVALID_ARGUMENT, exit: 2 },
+  invalid_config: { status: GrpcStatus.INVALID_ARGUMENT, exit: 2 },
+  invalid_name: { status: GrpcStatus.INVALID_ARGUMENT, exit: 2 },
+  payload_too_large: { status: GrpcStatus.INVALID_ARGUMENT, exit: 2 },
+  not_found: { status: GrpcStatus.NOT_FOUND, exit: 1 },
+  already_exists: { status: GrpcStatus.ALREADY_EXISTS, exit: 2 },
+  unauthenticated: { status: GrpcStatus.UNAUTHENTICATED, exit: 2 },
+  refused: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
+  unavailable: { status: GrpcStatus.UNAVAILABLE, exit: 1 },
+  timeout: { status: GrpcStatus.DEADLINE_EXCEEDED, exit: 1 },
+  internal: { status: GrpcStatus.INTERNAL, exit: 1 },
+  method_not_found: { status: GrpcStatus.UNIMPLEMENTED, exit: 2 },
+  // storage
+  database_busy: { status: GrpcStatus.UNAVAILABLE, exit: 1 },
+  database_corrupt: { status: GrpcStatus.DATA_LOSS, exit: 1 },
+  unsupported_schema: { status: GrpcStatus.FAILED_PRECONDITION, exit: 1 },
+  // profiles and identity (§2)
+  profile_deleted: { status: GrpcStatus.NOT_FOUND, exit: 1 },
+  identity_collision: { status: GrpcStatus.ALREADY_EXISTS, exit: 2 },
+  default_profile: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
+  // rooms (§3)
+  authority_conflict: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
+  not_authority: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
+  epoch_regression: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
+  replica_gap: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
+  lineage_mismatch: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
+  hash_mismatch: { status: GrpcStatus.DATA_LOSS, exit: 2 },
+  latest_seq_regression: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
+  replica_quarantined: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
+  room_retired: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
+  room_disbanded: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
+  idempotency_conflict: { status: GrpcStatus.ALREADY_EXISTS, exit: 2 },
+  cursor_conflict: { status: GrpcStatus.ABORTED, exit: 2 },
+  confirm_required: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
+  limit_exceeded: { status: GrpcStatus.RESOURCE_EXHAUSTED, exit: 2 },
+  // delivery (§4): the typed failure reasons a calling bot branches on
+  provider_auth_or_access: { status: GrpcStatus.PERMISSION_DENIED, exit: 1 },
+  provider_quota_limit: { status: GrpcStatus.RESOURCE_EXHAUSTED, exit: 1 },
+  provider_rate_limit: { status: GrpcStatus.RESOURCE_EXHAUSTED, exit: 1 },
+  provider_server_error: { status: GrpcStatus.UNAVAILABLE, exit: 1 },
+  context_overflow: { status: GrpcStatus.OUT_OF_RANGE, exit: 1 },
+  missing_config: { status: GrpcStatus.FAILED_PRECONDITION, exit: 1 },
+  model_unavailable: { status: GrpcStatus.NOT_FOUND, exit: 1 },
+  runtime_offline: { status: GrpcStatus.UNAVAILABLE, exit: 1 },
+  queued_expired: { status: GrpcStatus.DEADLINE_EXCEEDED, exit: 1 },
+  delivery_timeout: { status: GrpcStatus.DEADLINE_EXCEEDED, exit: 1 },
+  target_busy: { status: GrpcStatus.RESOURCE_EXHAUSTED, exit: 1 },
+  unknown_target: { status: GrpcStatus.NOT_FOUND, exit: 2 },
+  ambiguous_target: { status: GrpcStatus.INVALID_ARGUMENT, exit: 2 },
+  slot_wait_timeout: { status: GrpcStatus.RESOURCE_EXHAUSTED, exit: 1 },
+  unknown: { status: GrpcStatus.UNKNOWN, exit: 1 },
+} as const satisfies Record<string, { status: GrpcStatus; exit: 1 | 2 }>;
+
+export type ErrorReason = keyof typeof REASONS;
+
+export function isErrorReason(value: unknown): value is ErrorReason {
+  return typeof value === "string" && Object.hasOwn(REASONS, value);
+}
+
+export interface HermesErrorOptions {
+  /** Extra machine-readable detail (e.g. `authority`, `teammates`, `limit`). Travels with the error. */
+  data?: Record<string, unknown>;
+  cause?: unknown;
+}
+
+/** The one error type crossing module and process boundaries. */
+export class HermesError extends Error {
+  override readonly name = "HermesError";
+  readonly reason: ErrorReason;
+  readonly data: Record<string, unknown>;
+
+  constructor(reason: ErrorReason, message: string, options: HermesErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.reason = reason;
+    this.data = options.data ?? {};
+  }
+
+  get grpcStatus(): GrpcStatus {
+    return REASONS[this.reason].status;
+  }
+
+  /** CLI exit code: 1 runtime/peer/transport failure, 2 usage error or refusal (§9). */
+  get exitCode(): 1 | 2 {
+    return REASONS[this.reason].exit;
+  }
+
+  toJSON(): { reason: ErrorReason; message: string; data: Record<string, unknown> } {
+    return { reason: this.reason, message: this.message, data: this.data };
+  }
+}
+
+/** Wraps anything thrown into a HermesError, keeping the original as `cause`. */
+export function toHermesError(err: unknown): HermesError {
+  if (err instanceof HermesError) return err;
+  const serviceError = err as Partial<ServiceError>;
+  if (serviceError && typeof serviceError.code === "number" && serviceError.metadata instanceof Metadata) {
+    return fromServiceError(serviceError as ServiceError);
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  return new HermesError("internal", message, { cause: err });
+}
+
+export const REASON_METADATA_KEY = "hermes-reason";
+export const DATA_METADATA_KEY = "hermes-error-data";
+
+/** HermesError → grpc-js ServiceError: status from the reason table, reason and data in trailers. */
+export function toServiceError(err: unknown): Partial<ServiceError> {
+  const e = toHermesError(err);
+  const metadata = new Metadata();
+  metadata.set(REASON_METADATA_KEY, e.reason);
+  if (Object.keys(e.data).length > 0) metadata.set(DATA_METADATA_KEY, JSON.stringify(e.data));
+  return { code: e.grpcStatus, details: e.message, metadata };
+}
+
+const TRANSPORT_STATUSES = new Set<number>([GrpcStatus.UNAVAILABLE, GrpcStatus.DEADLINE_EXCEEDED, GrpcStatus.CANCELLED]);
+
+/** grpc-js ServiceError → HermesError, restoring reason and data sent by a Hermes server. */
+export function fromServiceError(err: ServiceError): HermesError {
+  const reason = err.metadata?.get(REASON_METADATA_KEY)[0];
+  const rawData = err.metadata?.get(DATA_METADATA_KEY)[0];
+  let data: Record<string, unknown> = {};
+  if (typeof rawData === "string") {
+    try {
+      data = JSON.parse(rawData) as Record<string, unknown>;
+    } catch {
+      data = {};
+    }
+  }
+  if (isErrorReason(reason)) return new HermesError(reason, err.details || err.message, { data, cause: err });
+  if (err.code === GrpcStatus.UNAUTHENTICATED) return new HermesError("unauthenticated", err.details || err.message, { cause: err });
+  if (err.code === GrpcStatus.UNIMPLEMENTED) return new HermesError("method_not_found", err.details || err.message, { cause: err });
+  if (err.code === GrpcStatus.DEADLINE_EXCEEDED) return new HermesError("timeout", err.details || err.message, { cause: err });
+  if (TRANSPORT_STATUSES.has(err.code)) return new HermesError("unavailable", err.details || err.message, { cause: err });
+  return new HermesError("internal", err.details || err.message, { cause: err });
+}

@@ -1,0 +1,39 @@
+import { HermesError } from "./errors.js";
+
+/** §2: profile ids. The rule also blocks path traversal, since it admits no `/` or `.` first. */
+export const PROFILE_NAME_RULE = "^[a-z0-9][a-z0-9_-]{0,63}$";
+const PROFILE_NAME_RE = new RegExp(PROFILE_NAME_RULE);
+
+export const DEFAULT_PROFILE = "default";
+
+export function isValidProfileName(name: string): boolean {
+  return PROFILE_NAME_RE.test(name);
+}
+
+export function assertProfileName(name: string, what = "profile name"): string {
+  if (!isValidProfileName(name)) {
+    throw new HermesError(
+      "invalid_name",
+      `invalid ${what} ${JSON.stringify(name)}: it must match ${PROFILE_NAME_RULE} (lower-case letters, digits, "_" and "-", 1-64 characters, starting with a letter or digit)`,
+      { data: { name, rule: PROFILE_NAME_RULE } },
+    );
+  }
+  return name;
+}
+
+/** Room ids, event ids and delivery ids: ≤128 characters of a safe set (no path separators). */
+export const ID_RULE = "^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$";
+const ID_RE = new RegExp(ID_RULE);
+
+export function isValidId(id: string): boolean {
+  return ID_RE.test(id);
+}
+
+export function assertId(id: string, what: string): string {
+  if (!isValidId(id)) {
+    throw new HermesError("invalid_params", `invalid ${what} ${JSON.stringify(id)}: it must match ${ID_RULE}`, {
+      data: { [what.replace(/\s+/g, "_")]: id, rule: ID_RULE },
+    });
+  }
+  return id;
+}

@@ -1,0 +1,38 @@
+import type { ServiceHandlers } from "@hermes/common";
+import type { ControlServiceServer, GatewayServiceServer } from "@hermes/proto/hermes/v1/gateway";
+import type { ChatService } from "../../app/chat.js";
+import type { ProfileService } from "../../app/profiles.js";
+import type { GatewayStatusSource } from "../../app/status.js";
+
+/** GatewayService over gRPC: a thin adapter; validation and behaviour live in the app services. */
+export function gatewayServiceHandlers(deps: {
+  profiles: ProfileService;
+  chat: ChatService;
+  status: GatewayStatusSource;
+}): ServiceHandlers<GatewayServiceServer> {
+  const { profiles, chat, status } = deps;
+  return {
+    status: () => status.status(),
+    listProfiles: () => ({ profiles: profiles.list() }),
+    getProfile: (req) => profiles.show(req.name),
+    createProfile: (req) =>
+      profiles.create(req.name, {
+        ...(req.title ? { title: req.title } : {}),
+        ...(req.description ? { description: req.description } : {}),
+        ...(req.model ? { model: req.model } : {}),
+        ...(req.provider ? { provider: req.provider } : {}),
+        ...(req.clone_from ? { clone_from: req.clone_from } : {}),
+        ...(req.soul ? { soul: req.soul } : {}),
+      }),
+    renameProfile: (req) => profiles.rename(req.old_name, req.new_name),
+    deleteProfile: (req) => profiles.delete(req.name),
+    chat: (req, ctx) => chat.turn({ profile: req.profile, text: req.text, session_id: req.session_id || undefined, signal: ctx.signal }),
+  };
+}
+
+/** ControlService: only on the local control socket. */
+export function controlServiceHandlers(deps: { profiles: ProfileService }): ServiceHandlers<ControlServiceServer> {
+  return {
+    migrateProfileIdentity: (req) => deps.profiles.migrateIdentity(req.old_name, req.new_name),
+  };
+}

@@ -1,0 +1,176 @@
+import { join } from "node:path";
+import { DEFAULT_PROFILE, HermesError, isLoopbackHost, parseHostPort, readEnvFile, readYamlFile, validateConfig } from "@hermes/common";
+import { z } from "zod";
+import type { HermesHome } from "./home.js";
+
+const hostPort = z.string().refine((v) => {
+  try {
+    parseHostPort(v);
+    return true;
+  } catch {
+    return false;
+  }
+}, "expected HOST:PORT such as 127.0.0.1:7440");
+
+const channelOverride = z
+  .object({ model: z.string().min(1).optional(), provider: z.string().min(1).optional(), system_prompt: z.string().optional() })
+  .strict();
+
+const providerEntry = z
+  .object({
+    base_url: z.url(),
+    api_key_env: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name")
+      .optional(),
+    timeout_seconds: z.number().positive().max(3600).optional(),
+  })
+  .strict();
+
+/** §6: the model keys a profile's config.yaml holds; the gateway-wide config.yaml gives defaults. */
+export const modelConfigSchema = z
+  .object({
+    title: z.string().max(200).optional(),
+    description: z.string().max(2000).optional(),
+    model: z.string().min(1).optional(),
+    provider: z.string().min(1).optional(),
+    providers: z.record(z.string(), providerEntry).optional(),
+    fallback_providers: z.array(z.string().min(1)).optional(),
+    soul: z.string().max(64_000).optional(),
+    platforms: z
+      .record(
+        z.string(),
+        z.object({ channel_overrides: z.record(z.string(), channelOverride).optional(), enabled: z.boolean().optional() }).strict(),
+      )
+      .optional(),
+  })
+  .strict();
+
+export type ModelConfig = z.infer<typeof modelConfigSchema>;
+
+/** HERMES_HOME/config.yaml: the gateway section plus profile defaults. */
+export const gatewayConfigSchema = modelConfigSchema
+  .extend({
+    gateway: z
+      .object({
+        id: z
+          .string()
+          .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, "letters, digits, '.', '_' and '-' (1-64)")
+          .optional(),
+        grpc: hostPort.optional(),
+        http: hostPort.optional(),
+        api_key: z.string().min(16, "at least 16 characters").optional(),
+        metrics_public: z.boolean().optional(),
+        routing_persist_seconds: z.number().positive().max(3600).optional(),
+        heartbeat_seconds: z.number().positive().max(3600).optional(),
+        shutdown_grace_seconds: z.number().positive().max(300).optional(),
+        db_busy_timeout_ms: z.number().int().min(0).max(60_000).optional(),
+      })
+      .strict()
+      .optional(),
+    relay: z
+      .object({ url: z.string().min(1).optional(), key: z.string().optional(), connection: z.string().optional() })
+      .strict()
+      .optional(),
+    bot_peers: z.record(z.string(), z.object({ url: z.string().min(1), note: z.string().optional() }).strict()).optional(),
+  })
+  .strict();
+
+export type GatewayConfigFile = z.infer<typeof gatewayConfigSchema>;
+
+/** Everything a running gateway needs, after file, environment and flags are merged. */
+export interface GatewaySettings {
+  home: string;
+  gatewayId?: string;
+  grpc: string;
+  http: string;
+  apiKeys: string[];
+  metricsPublic: boolean;
+  routingPersistMs: number;
+  heartbeatMs: number;
+  shutdownGraceMs: number;
+  dbBusyTimeoutMs: number;
+  relay?: { url: string; key?: string; connection?: string };
+  file: GatewayConfigFile;
+}
+
+export interface SettingsOverrides {
+  id?: string;
+  grpc?: string;
+  http?: string;
+  relayUrl?: string;
+  relayKey?: string;
+}
+
+export const DEFAULT_GRPC = "127.0.0.1:7440";
+export const DEFAULT_HTTP = "127.0.0.1:7441";
+
+export function loadGatewayConfigFile(home: HermesHome): GatewayConfigFile {
+  return validateConfig(gatewayConfigSchema, readYamlFile(home.configFile), home.configFile);
+}
+
+export function loadProfileConfig(home: HermesHome, profile: string): ModelConfig {
+  if (profile === DEFAULT_PROFILE) {
+    const { gateway: _g, relay: _r, bot_peers: _p, ...model } = loadGatewayConfigFile(home);
+    return model;
+  }
+  const file = join(home.profileDir(profile), "config.yaml");
+  return validateConfig(modelConfigSchema, readYamlFile(file), file);
+}
+
+/**
+ * Merges config.yaml, environment (HERMES_GATEWAY_ID, HERMES_GRPC, HERMES_HTTP, API_SERVER_KEY,
+ * HERMES_RELAY_URL, HERMES_RELAY_KEY, also read from HERMES_HOME/.env) and command-line flags, in
+ * that order of increasing precedence, and refuses a non-loopback bind without a key.
+ */
+export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOverrides = {}, env = process.env): GatewaySettings {
+  const file = loadGatewayConfigFile(home);
+  const dotenv = readEnvFile(home.envFile);
+  const fromEnv = (name: string) => env[name] ?? dotenv[name];
+  const g = file.gateway ?? {};
+  const grpc = overrides.grpc ?? fromEnv("HERMES_GRPC") ?? g.grpc ?? DEFAULT_GRPC;
+  const http = overrides.http ?? fromEnv("HERMES_HTTP") ?? g.http ?? DEFAULT_HTTP;
+  for (const [what, value] of [
+    ["--grpc", grpc],
+    ["--http", http],
+  ] as const) {
+    try {
+      parseHostPort(value);
+    } catch (err) {
+      throw new HermesError("invalid_config", `${what}: ${(err as Error).message}`);
+    }
+  }
+  const apiKeys = [fromEnv("API_SERVER_KEY"), g.api_key].filter((k): k is string => typeof k === "string" && k.length > 0);
+  const exposed = [grpc, http].filter((a) => !isLoopbackHost(parseHostPort(a).host));
+  if (exposed.length > 0 && apiKeys.length === 0) {
+    throw new HermesError(
+      "invalid_config",
+      `refusing to listen on ${exposed.join(" and ")} without an API key: set API_SERVER_KEY or gateway.api_key in ${home.configFile}, or bind to 127.0.0.1`,
+    );
+  }
+  const relayUrl = overrides.relayUrl ?? fromEnv("HERMES_RELAY_URL") ?? file.relay?.url;
+  const relayKey = overrides.relayKey ?? fromEnv("HERMES_RELAY_KEY") ?? file.relay?.key;
+  const gatewayId = overrides.id ?? fromEnv("HERMES_GATEWAY_ID") ?? g.id;
+  return {
+    home: home.root,
+    ...(gatewayId ? { gatewayId } : {}),
+    grpc,
+    http,
+    apiKeys,
+    metricsPublic: g.metrics_public ?? false,
+    routingPersistMs: (g.routing_persist_seconds ?? 30) * 1000,
+    heartbeatMs: (g.heartbeat_seconds ?? 30) * 1000,
+    shutdownGraceMs: (g.shutdown_grace_seconds ?? 10) * 1000,
+    dbBusyTimeoutMs: Number(fromEnv("HERMES_DB_BUSY_TIMEOUT_MS") ?? g.db_busy_timeout_ms ?? 5000),
+    ...(relayUrl
+      ? {
+          relay: {
+            url: relayUrl,
+            ...(relayKey ? { key: relayKey } : {}),
+            ...(file.relay?.connection ? { connection: file.relay.connection } : {}),
+          },
+        }
+      : {}),
+    file,
+  };
+}

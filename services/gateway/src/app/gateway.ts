@@ -1,0 +1,314 @@
+import { randomBytes } from "node:crypto";
+import { chmodSync, existsSync, readFileSync, rmSync } from "node:fs";
+import { connect } from "node:net";
+import { ServerCredentials } from "@grpc/grpc-js";
+import {
+  adaptService,
+  addReflection,
+  bindServer,
+  type Clock,
+  createLogger,
+  createMetrics,
+  type Db,
+  formatHostPort,
+  HealthRegistry,
+  HermesError,
+  type HttpServer,
+  isoTime,
+  KeyRing,
+  type Logger,
+  type Metrics,
+  parseHostPort,
+  Server,
+  ServingStatus,
+  shutdownServer,
+  startHttpServer,
+  systemClock,
+  writeFileAtomic,
+} from "@hermes/common";
+import { ControlServiceService, GatewayServiceService, type GatewayStatus } from "@hermes/proto/hermes/v1/gateway";
+import { controlServiceHandlers, gatewayServiceHandlers } from "../api/grpc/gateway-service.js";
+import { RoutingIndex } from "../core/identity/routing-index.js";
+import { getMeta, openGatewayDb, ProfileDatabases, setMeta } from "../store/gateway-store.js";
+import { loadRoutingEntries, persistRoutingChanges } from "../store/routing-store.js";
+import { ChatService } from "./chat.js";
+import { type GatewaySettings, resolveGatewaySettings, type SettingsOverrides } from "./config.js";
+import { HermesHome } from "./home.js";
+import { ProfileService } from "./profiles.js";
+import { type RoutingAccess, SessionService } from "./sessions.js";
+
+export const VERSION = "0.1.0";
+
+export interface GatewayOptions {
+  home: string;
+  overrides?: SettingsOverrides;
+  logger?: Logger;
+  clock?: Clock;
+  env?: NodeJS.ProcessEnv;
+}
+
+const GATEWAY_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+/**
+ * The gateway id is persisted on first start (HERMES_HOME/gateway_id) and never changes: rooms
+ * name their authority by it. A different --id for an existing home is refused.
+ */
+function resolveGatewayId(home: HermesHome, db: Db, wanted: string | undefined): string {
+  const stored = existsSync(home.gatewayIdFile) ? readFileSync(home.gatewayIdFile, "utf8").trim() : getMeta(db, "gateway_id");
+  if (stored && wanted && stored !== wanted) {
+    throw new HermesError(
+      "invalid_config",
+      `this home (${home.root}) belongs to gateway ${stored}, but --id ${wanted} was given; gateway ids never change (rooms name their authority by it). Drop --id, or use another --home`,
+    );
+  }
+  const id = stored || wanted || `gw-${randomBytes(4).toString("hex")}`;
+  if (!GATEWAY_ID_RE.test(id))
+    throw new HermesError("invalid_config", `invalid gateway id ${JSON.stringify(id)}: letters, digits, '.', '_' and '-' (1-64)`);
+  if (!stored) {
+    writeFileAtomic(home.gatewayIdFile, `${id}\n`);
+    setMeta(db, "gateway_id", id);
+  }
+  return id;
+}
+
+/** Refuses to start when another gateway serves this home; removes a socket left by a crash. */
+async function claimControlSocket(path: string): Promise<void> {
+  if (!existsSync(path)) return;
+  const live = await new Promise<boolean>((resolve) => {
+    const socket = connect(path);
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
+  });
+  if (live)
+    throw new HermesError(
+      "already_exists",
+      `another gateway is already serving this home (its control socket ${path} answers); stop it first`,
+    );
+  rmSync(path, { force: true });
+}
+
+/** A running gateway: stores, services, gRPC (TCP + control socket), HTTP and timers. */
+export class Gateway {
+  readonly startedAt: number;
+  private ready = false;
+  private readonly timers: NodeJS.Timeout[] = [];
+  private stopping: Promise<void> | undefined;
+
+  private constructor(
+    readonly id: string,
+    readonly home: HermesHome,
+    readonly settings: GatewaySettings,
+    readonly logger: Logger,
+    readonly metrics: Metrics,
+    readonly clock: Clock,
+    readonly db: Db,
+    readonly profileDbs: ProfileDatabases,
+    readonly routing: RoutingIndex,
+    readonly sessions: SessionService,
+    readonly profiles: ProfileService,
+    readonly chat: ChatService,
+    private readonly health: HealthRegistry,
+    private readonly grpcServer: Server,
+    private readonly controlServer: Server,
+    private readonly http: HttpServer,
+    readonly grpcAddress: string,
+  ) {
+    this.startedAt = clock.now();
+  }
+
+  static async start(options: GatewayOptions): Promise<Gateway> {
+    const home = new HermesHome(options.home);
+    home.ensureRoot();
+    const settings = resolveGatewaySettings(home, options.overrides, options.env);
+    const clock = options.clock ?? systemClock;
+    const db = openGatewayDb(home, settings.dbBusyTimeoutMs);
+    const cleanup: (() => void)[] = [() => db.close()];
+    try {
+      const id = resolveGatewayId(home, db, settings.gatewayId);
+      const logger = (options.logger ?? createLogger("gateway")).child({ gateway_id: id });
+      const metrics = createMetrics({ gateway_id: id });
+      const profileDbs = new ProfileDatabases(home, db, settings.dbBusyTimeoutMs);
+      cleanup.push(() => profileDbs.closeAll());
+      const routing = RoutingIndex.from(loadRoutingEntries(db));
+      const persistRouting = () => {
+        if (!routing.hasChanges) return;
+        const changes = routing.takeChanges();
+        try {
+          persistRoutingChanges(db, changes);
+        } catch (err) {
+          routing.restoreChanges(changes);
+          logger.error({ err }, "persisting the routing index failed; will retry");
+        }
+      };
+      let flushScheduled = false;
+      const routingAccess: RoutingAccess = {
+        upsert: (entry) => {
+          routing.upsert(entry);
+          if (!flushScheduled) {
+            flushScheduled = true;
+            setImmediate(() => {
+              flushScheduled = false;
+              persistRouting();
+            });
+          }
+        },
+        collisions: (o, n) => routing.collisions(o, n),
+        rekeyProfile: (o, n) => routing.rekeyProfile(o, n),
+        removeProfile: (n) => routing.removeProfile(n),
+        flush: persistRouting,
+      };
+      const sessions = new SessionService(db, routingAccess, clock);
+      const gatewayRef: { current?: Gateway } = {};
+      const profiles = new ProfileService(home, db, profileDbs, sessions, routingAccess, clock, {
+        stopProfile: (name) => gatewayRef.current?.chat.stopProfile(name),
+      });
+      profiles.ensureDefault();
+      const chat = new ChatService({ home, db, profileDbs, profiles, sessions, clock, logger, gatewayId: id });
+      const health = new HealthRegistry();
+      const keys = new KeyRing(settings.apiKeys);
+
+      const grpcServer = new Server({ "grpc.max_receive_message_length": 8 * 1024 * 1024 });
+      const controlServer = new Server();
+      let gatewayForStatus: Gateway | undefined;
+      const statusSource = { status: () => gatewayForStatus!.status() };
+      for (const [server, transport] of [
+        [grpcServer, "tcp"],
+        [controlServer, "control"],
+      ] as const) {
+        const auth = transport === "tcp" ? { auth: keys } : {};
+        server.addService(
+          GatewayServiceService,
+          adaptService(GatewayServiceService, gatewayServiceHandlers({ profiles, chat, status: statusSource }), {
+            ...auth,
+            metrics,
+            transport,
+          }),
+        );
+        health.addToServer(server);
+        addReflection(server);
+      }
+      controlServer.addService(
+        ControlServiceService,
+        adaptService(ControlServiceService, controlServiceHandlers({ profiles }), { metrics, transport: "control" }),
+      );
+
+      const grpcPort = await bindServer(grpcServer, settings.grpc, ServerCredentials.createInsecure());
+      cleanup.push(() => grpcServer.forceShutdown());
+      const grpcAddress = formatHostPort({ host: parseHostPort(settings.grpc).host, port: grpcPort });
+      await claimControlSocket(home.controlSocket);
+      await bindServer(controlServer, `unix:${home.controlSocket}`, ServerCredentials.createInsecure());
+      chmodSync(home.controlSocket, 0o600);
+      cleanup.push(() => {
+        controlServer.forceShutdown();
+        rmSync(home.controlSocket, { force: true });
+      });
+      let gateway: Gateway | undefined;
+      const http = await startHttpServer({
+        listen: parseHostPort(settings.http),
+        registry: metrics.registry,
+        ready: () => gateway?.ready ?? false,
+        metricsPublic: settings.metricsPublic,
+      });
+      gateway = new Gateway(
+        id,
+        home,
+        settings,
+        logger,
+        metrics,
+        clock,
+        db,
+        profileDbs,
+        routing,
+        sessions,
+        profiles,
+        chat,
+        health,
+        grpcServer,
+        controlServer,
+        http,
+        grpcAddress,
+      );
+      gatewayForStatus = gateway;
+      gatewayRef.current = gateway;
+      gateway.timers.push(setInterval(persistRouting, settings.routingPersistMs).unref());
+      gateway.timers.push(setInterval(() => gateway.writeHeartbeats("running"), settings.heartbeatMs).unref());
+      chat.recoverInterruptedTurns();
+      gateway.writeHeartbeats("running");
+      health.setAll(ServingStatus.SERVING);
+      gateway.ready = true;
+      logger.info({ grpc: grpcAddress, http: formatHostPort(http.address), control: home.controlSocket }, "gateway ready");
+      return gateway;
+    } catch (err) {
+      for (const undo of cleanup.reverse()) undo();
+      throw err;
+    }
+  }
+
+  get httpAddress(): string {
+    return formatHostPort(this.http.address);
+  }
+
+  status(): GatewayStatus {
+    const now = this.clock.now();
+    return {
+      gateway_id: this.id,
+      version: VERSION,
+      home: this.home.root,
+      grpc_address: this.grpcAddress,
+      http_address: this.httpAddress,
+      control_socket: this.home.controlSocket,
+      started_at: isoTime(this.startedAt),
+      uptime_seconds: (now - this.startedAt) / 1000,
+      profiles: this.profiles.names().length,
+      rooms: 0,
+      peers: [],
+      relay: { url: "", connection: "", state: "disabled", roster_epoch: 0 },
+    };
+  }
+
+  /** Heartbeat rows for every hosted profile (identity-keyed: they follow renames, go with deletes). */
+  writeHeartbeats(state: "running" | "stopped"): void {
+    const now = isoTime(this.clock.now());
+    const upsert = this.db.prepare(
+      `INSERT INTO gateway_heartbeats (profile, gateway_id, pid, state, last_seen_at) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT(profile) DO UPDATE SET gateway_id = excluded.gateway_id, pid = excluded.pid, state = excluded.state, last_seen_at = excluded.last_seen_at`,
+    );
+    try {
+      this.db.transaction(() => {
+        for (const name of this.profiles.names()) upsert.run(name, this.id, process.pid, state, now);
+      })();
+    } catch (err) {
+      this.logger.warn({ err }, "writing heartbeats failed");
+    }
+  }
+
+  /** Graceful stop (SIGTERM): not ready, stop accepting, let in-flight calls finish, persist, close. */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      this.ready = false;
+      this.health.setAll(ServingStatus.NOT_SERVING);
+      for (const t of this.timers) clearInterval(t);
+      const grace = this.settings.shutdownGraceMs;
+      await Promise.all([shutdownServer(this.grpcServer, grace), shutdownServer(this.controlServer, grace)]);
+      this.health.close();
+      await this.http.close();
+      await this.chat.stop();
+      this.routingFlush();
+      this.writeHeartbeats("stopped");
+      this.profileDbs.closeAll();
+      this.db.close();
+      rmSync(this.home.controlSocket, { force: true });
+      this.logger.info("gateway stopped");
+      this.logger.flush?.();
+    })();
+    return this.stopping;
+  }
+
+  private routingFlush(): void {
+    const changes = this.routing.takeChanges();
+    persistRoutingChanges(this.db, changes);
+  }
+}

@@ -1,0 +1,93 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { HermesError } from "@hermes/common";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { HermesHome } from "./home.js";
+
+let root: string;
+let home: HermesHome;
+
+beforeEach(() => {
+  root = mkdtempSync(join(tmpdir(), "hermes-home-"));
+  home = new HermesHome(root);
+  home.ensureRoot();
+});
+afterEach(() => rmSync(root, { recursive: true, force: true }));
+
+function makeProfile(name: string) {
+  home.createProfileDir(name);
+  writeFileSync(join(home.profileDir(name), "config.yaml"), "{}\n");
+}
+
+function refusal(fn: () => void): HermesError {
+  try {
+    fn();
+  } catch (err) {
+    return err as HermesError;
+  }
+  throw new Error("expected a refusal");
+}
+
+describe("tombstone guard", () => {
+  it("refuses a late write into a deleted profile and leaves nothing behind", () => {
+    makeProfile("coder");
+    home.writeTombstone("coder");
+    rmSync(home.profileDir("coder"), { recursive: true });
+    const target = join(home.profileDir("coder"), "cache", "models.json");
+    const err = refusal(() => home.writeJson(target, { late: true }));
+    expect(err).toBeInstanceOf(HermesError);
+    expect(err.reason).toBe("profile_deleted");
+    expect(err.message).toMatch(/profile coder was deleted/);
+    expect(err.data.code).toBe("ENOENT");
+    expect(existsSync(home.profileDir("coder"))).toBe(false);
+    expect(readdirSync(home.profilesDir).sort()).toEqual([".deleted"]);
+  });
+
+  it("refuses directory creation inside a tombstoned profile even if its folder is still there", () => {
+    makeProfile("coder");
+    home.writeTombstone("coder");
+    expect(refusal(() => home.mkdir(join(home.profileDir("coder"), "memory"))).reason).toBe("profile_deleted");
+    expect(existsSync(join(home.profileDir("coder"), "memory"))).toBe(false);
+  });
+
+  it("refuses writes into a profile that never existed", () => {
+    expect(refusal(() => home.writeFile(join(home.profilesDir, "ghost", "x.txt"), "x")).reason).toBe("profile_deleted");
+    expect(existsSync(join(home.profilesDir, "ghost"))).toBe(false);
+  });
+
+  it("lets writes through for live profiles", () => {
+    makeProfile("alice");
+    home.writeYaml(join(home.profileDir("alice"), "sub", "a.yaml"), { a: 1 });
+    expect(existsSync(join(home.profileDir("alice"), "sub", "a.yaml"))).toBe(true);
+  });
+
+  it("leaves the default home, hidden staging dirs and foreign paths alone", () => {
+    home.writeFile(join(root, "cache", "x.json"), "{}");
+    home.mkdir(join(home.profilesDir, ".staging", "tmp1"));
+    home.writeFile(join(home.profilesDir, ".staging", "tmp1", "f"), "x");
+    const foreign = mkdtempSync(join(tmpdir(), "elsewhere-"));
+    try {
+      home.writeFile(join(foreign, "profiles", "coder", "f.txt"), "x");
+      expect(existsSync(join(foreign, "profiles", "coder", "f.txt"))).toBe(true);
+    } finally {
+      rmSync(foreign, { recursive: true, force: true });
+    }
+    expect(existsSync(join(root, "cache", "x.json"))).toBe(true);
+  });
+
+  it("re-creating the profile explicitly clears the tombstone and writes work again", () => {
+    makeProfile("coder");
+    home.writeTombstone("coder");
+    expect(home.isLiveProfile("coder")).toBe(false);
+    makeProfile("coder");
+    expect(home.isTombstoned("coder")).toBe(false);
+    home.writeFile(join(home.profileDir("coder"), "notes.txt"), "back");
+    expect(home.isLiveProfile("coder")).toBe(true);
+  });
+
+  it("does not treat a stray folder without marker files as a live profile", () => {
+    mkdirSync(join(home.profilesDir, "stray"));
+    expect(home.isLiveProfile("stray")).toBe(false);
+  });
+});

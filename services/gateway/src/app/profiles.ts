@@ -1,0 +1,305 @@
+import { cpSync, existsSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
+import { join } from "node:path";
+import {
+  assertProfileName,
+  type Clock,
+  type Db,
+  DEFAULT_PROFILE,
+  databaseError,
+  HermesError,
+  isoTime,
+  readYamlFile,
+  toHermesError,
+} from "@hermes/common";
+import { botChatOrigin, routingKey } from "../core/identity/routing-key.js";
+import type { ProfileDatabases } from "../store/gateway-store.js";
+import { purgeProfileState, rekeyProfileState, type TableCounts } from "../store/identity-store.js";
+import { loadGatewayConfigFile, loadProfileConfig } from "./config.js";
+import type { HermesHome } from "./home.js";
+import type { RoutingAccess, SessionService } from "./sessions.js";
+
+export interface ProfileInfo {
+  name: string;
+  display_name: string;
+  title: string;
+  description: string;
+  model: string;
+  provider: string;
+  path: string;
+  aliases: string[];
+  bot_chat_session_id: string;
+  is_default: boolean;
+}
+
+export interface CreateProfileOptions {
+  title?: string;
+  description?: string;
+  model?: string;
+  provider?: string;
+  clone_from?: string;
+  soul?: string;
+}
+
+export interface IdentityMigrationResult {
+  ok: boolean;
+  counts: TableCounts;
+  routing_in_memory: number;
+  error: string;
+  database: string;
+}
+
+export interface RenameResult {
+  profile: ProfileInfo;
+  display_name_only: boolean;
+  migration: IdentityMigrationResult | undefined;
+  warning: string;
+}
+
+/** Hooks a running gateway gives so profile changes reach its live parts (lanes, agent cache, roster). */
+export interface ProfileLifecycle {
+  /** Stop everything running for the profile before it is deleted. */
+  stopProfile?(name: string): void;
+  /** The profile set or names changed (roster epoch, peers, relay announce). */
+  profilesChanged?(): void;
+}
+
+const DISPLAY_NAME_MAX = 64;
+/** Files copied by --clone-from: configuration and persona; never sessions or transcripts. */
+const CLONED_FILES = ["config.yaml", "SOUL.md", ".env"];
+
+/**
+ * Profiles (§2.2): list/show/create/rename/delete and identity migration. Used by a live gateway
+ * (with its in-memory routing index as RoutingAccess) and by the CLI when no gateway holds the store.
+ */
+export class ProfileService {
+  constructor(
+    private readonly home: HermesHome,
+    private readonly db: Db,
+    private readonly profileDbs: ProfileDatabases,
+    private readonly sessions: SessionService,
+    private readonly routing: RoutingAccess,
+    private readonly clock: Clock,
+    private readonly lifecycle: ProfileLifecycle = {},
+  ) {}
+
+  /** The default profile (HERMES_HOME itself) exists from the start, and so does its Bot Chat. */
+  ensureDefault(): void {
+    this.sessions.botChat(DEFAULT_PROFILE);
+    this.routing.flush();
+  }
+
+  /** Names of live named profiles (directories with a marker and no tombstone), sorted. */
+  names(): string[] {
+    if (!existsSync(this.home.profilesDir)) return [DEFAULT_PROFILE];
+    const named = readdirSync(this.home.profilesDir)
+      .filter((n) => !n.startsWith(".") && statSync(join(this.home.profilesDir, n)).isDirectory() && this.home.isLiveProfile(n))
+      .sort();
+    return [DEFAULT_PROFILE, ...named];
+  }
+
+  list(): ProfileInfo[] {
+    return this.names().map((n) => this.info(n));
+  }
+
+  /**
+   * The canonical name for a name or a former name (alias). Unknown names are not_found with a
+   * hint; invalid ones are invalid_name with the rule.
+   */
+  resolve(nameOrAlias: string): string {
+    if (nameOrAlias === DEFAULT_PROFILE) return DEFAULT_PROFILE;
+    assertProfileName(nameOrAlias);
+    if (this.home.isLiveProfile(nameOrAlias)) return nameOrAlias;
+    const alias = this.db.prepare("SELECT profile_name FROM profile_aliases WHERE alias = ?").get(nameOrAlias) as
+      | { profile_name: string }
+      | undefined;
+    if (alias && this.home.isLiveProfile(alias.profile_name)) return alias.profile_name;
+    const deleted = this.home.isTombstoned(nameOrAlias) ? " (it was deleted)" : "";
+    throw new HermesError("not_found", `unknown profile ${nameOrAlias}${deleted}; list profiles with: hermes profile list`, {
+      data: { profile: nameOrAlias, profiles: this.names() },
+    });
+  }
+
+  show(nameOrAlias: string): ProfileInfo {
+    return this.info(this.resolve(nameOrAlias));
+  }
+
+  private displayName(name: string): string {
+    const file = join(this.home.profileDir(name), "profile.yaml");
+    const meta = readYamlFile(file) as { display_name?: unknown };
+    return typeof meta?.display_name === "string" && meta.display_name.length > 0 ? meta.display_name : name;
+  }
+
+  private info(name: string): ProfileInfo {
+    const own = loadProfileConfig(this.home, name);
+    const global = name === DEFAULT_PROFILE ? own : loadGatewayConfigFile(this.home);
+    const aliases = (
+      this.db.prepare("SELECT alias FROM profile_aliases WHERE profile_name = ? ORDER BY alias").all(name) as { alias: string }[]
+    ).map((r) => r.alias);
+    return {
+      name,
+      display_name: this.displayName(name),
+      title: own.title ?? "",
+      description: own.description ?? "",
+      model: own.model ?? global.model ?? "local",
+      provider: own.provider ?? global.provider ?? "local",
+      path: this.home.profileDir(name),
+      aliases,
+      // Looked up, never created here: creating it for a half-migrated name would collide later.
+      bot_chat_session_id: this.sessions.store.byKey(routingKey(botChatOrigin(name)))?.session_id ?? "",
+      is_default: name === DEFAULT_PROFILE,
+    };
+  }
+
+  create(name: string, options: CreateProfileOptions = {}): ProfileInfo {
+    assertProfileName(name);
+    if (name === DEFAULT_PROFILE) throw new HermesError("default_profile", "the default profile always exists (it is HERMES_HOME itself)");
+    if (this.home.isLiveProfile(name) || (existsSync(this.home.profileDir(name)) && !this.home.isTombstoned(name))) {
+      throw new HermesError(
+        "already_exists",
+        `profile ${name} already exists; pick another name or delete it first (hermes profile delete ${name})`,
+        {
+          data: { profile: name },
+        },
+      );
+    }
+    const source = options.clone_from === undefined ? undefined : this.resolve(options.clone_from);
+    if (this.home.isTombstoned(name)) rmSync(this.home.profileDir(name), { recursive: true, force: true });
+    const dir = this.home.createProfileDir(name);
+    if (source !== undefined) {
+      for (const file of CLONED_FILES) {
+        const from = join(this.home.profileDir(source), file);
+        if (existsSync(from)) cpSync(from, join(dir, file));
+      }
+    }
+    const base = source === undefined ? {} : (readYamlFile(join(dir, "config.yaml")) as Record<string, unknown>);
+    const config = {
+      ...base,
+      ...(options.title !== undefined ? { title: options.title } : {}),
+      ...(options.description !== undefined ? { description: options.description } : {}),
+      ...(options.model !== undefined ? { model: options.model } : {}),
+      ...(options.provider !== undefined ? { provider: options.provider } : {}),
+    };
+    this.home.writeYaml(join(dir, "config.yaml"), config);
+    loadProfileConfig(this.home, name); // validates what was cloned or given
+    this.home.writeYaml(join(dir, "profile.yaml"), { created_at: isoTime(this.clock.now()) });
+    if (options.soul !== undefined) this.home.writeFile(join(dir, "SOUL.md"), options.soul);
+    if (!existsSync(join(dir, ".env"))) this.home.writeFile(join(dir, ".env"), "", 0o600);
+    this.profileDbs.get(name);
+    // A profile created explicitly under a former name takes the name back from the alias.
+    this.db.prepare("DELETE FROM profile_aliases WHERE alias = ?").run(name);
+    this.sessions.botChat(name);
+    this.routing.flush();
+    this.lifecycle.profilesChanged?.();
+    return this.info(name);
+  }
+
+  /**
+   * Rekeys identity old → new: the live index's collisions are checked first, then the DB is
+   * rewritten in one transaction (which also records `old` as an alias), then the live index is
+   * rekeyed and persisted. `new` must exist; `old` need not. A second run is a no-op.
+   */
+  migrateIdentity(oldName: string, newName: string): IdentityMigrationResult {
+    assertProfileName(oldName, "old profile name");
+    assertProfileName(newName, "new profile name");
+    if (!this.home.isLiveProfile(newName)) {
+      throw new HermesError("not_found", `profile ${newName} does not exist; migrate-identity moves rows onto an existing profile`, {
+        data: { profile: newName },
+      });
+    }
+    const clash = this.routing.collisions(oldName, newName);
+    if (clash.length > 0) {
+      throw new HermesError("identity_collision", `profile routing collision in the live routing index: ${clash[0]} already exists`, {
+        data: { database: "live gateway routing index", key: clash[0] },
+      });
+    }
+    let counts: TableCounts;
+    try {
+      counts = this.db
+        .transaction(() => {
+          const c = rekeyProfileState(this.db, oldName, newName);
+          this.db
+            .prepare(
+              "INSERT INTO profile_aliases (alias, profile_name, created_at) VALUES (?, ?, ?) ON CONFLICT(alias) DO UPDATE SET profile_name = excluded.profile_name",
+            )
+            .run(oldName, newName, isoTime(this.clock.now()));
+          return c;
+        })
+        .immediate();
+    } catch (err) {
+      const e = databaseError(err, "gateway state.db", this.home.stateDb);
+      e.data.database ??= this.home.stateDb;
+      throw e;
+    }
+    const moved = this.routing.rekeyProfile(oldName, newName);
+    this.routing.flush();
+    return { ok: true, counts, routing_in_memory: moved, error: "", database: "" };
+  }
+
+  rename(oldName: string, newName: string): RenameResult {
+    if (oldName === DEFAULT_PROFILE) return this.setDefaultDisplayName(newName);
+    assertProfileName(oldName, "old profile name");
+    assertProfileName(newName, "new profile name");
+    if (newName === DEFAULT_PROFILE)
+      throw new HermesError("default_profile", "cannot rename a profile to default: that id is HERMES_HOME itself");
+    if (!this.home.isLiveProfile(oldName)) this.resolve(oldName); // throws not_found with the hint
+    if (this.home.isLiveProfile(newName) || (existsSync(this.home.profileDir(newName)) && !this.home.isTombstoned(newName))) {
+      throw new HermesError("already_exists", `profile ${newName} already exists; nothing was changed`, { data: { profile: newName } });
+    }
+    this.profileDbs.close(oldName);
+    if (this.home.isTombstoned(newName)) rmSync(this.home.profileDir(newName), { recursive: true, force: true });
+    rmSync(this.home.tombstonePath(newName), { force: true });
+    renameSync(this.home.profileDir(oldName), this.home.profileDir(newName));
+    let migration: IdentityMigrationResult;
+    let warning = "";
+    try {
+      migration = this.migrateIdentity(oldName, newName);
+    } catch (err) {
+      const e = toHermesError(err);
+      const database = typeof e.data.database === "string" ? e.data.database : this.home.stateDb;
+      migration = { ok: false, counts: {}, routing_in_memory: 0, error: e.message, database };
+      warning =
+        `profile was renamed, but identity migration failed in ${database}: ${e.message}\n` +
+        `  restart the gateway (or stop it), then run:\n    hermes profile migrate-identity ${oldName} ${newName}`;
+    }
+    this.lifecycle.profilesChanged?.();
+    return { profile: this.info(newName), display_name_only: false, migration, warning };
+  }
+
+  /** `rename default <label>`: only the display name changes; the id stays `default` everywhere. */
+  private setDefaultDisplayName(label: string): RenameResult {
+    const trimmed = label.trim();
+    if ([...trimmed].length < 1 || [...trimmed].length > DISPLAY_NAME_MAX || /[\u0000-\u001f\u007f]/.test(trimmed)) {
+      throw new HermesError(
+        "invalid_name",
+        `invalid display name ${JSON.stringify(label)}: 1-${DISPLAY_NAME_MAX} characters, no control characters`,
+      );
+    }
+    const file = join(this.home.root, "profile.yaml");
+    const meta = (readYamlFile(file) ?? {}) as Record<string, unknown>;
+    this.home.writeYaml(file, { ...meta, display_name: trimmed });
+    this.lifecycle.profilesChanged?.();
+    return { profile: this.info(DEFAULT_PROFILE), display_name_only: true, migration: undefined, warning: "" };
+  }
+
+  delete(nameOrAlias: string): { name: string; purged: TableCounts; tombstone: string } {
+    if (nameOrAlias === DEFAULT_PROFILE) {
+      throw new HermesError("default_profile", "the default profile cannot be deleted (it is HERMES_HOME itself)");
+    }
+    const name = this.resolve(nameOrAlias);
+    this.lifecycle.stopProfile?.(name);
+    // Tombstone first: from here on no late write can recreate anything under the profile.
+    const tombstone = this.home.writeTombstone(name);
+    this.profileDbs.close(name);
+    rmSync(this.home.profileDir(name), { recursive: true, force: true });
+    this.routing.removeProfile(name);
+    this.routing.flush();
+    let purged: TableCounts;
+    try {
+      purged = purgeProfileState(this.db, name);
+    } catch (err) {
+      throw databaseError(err, "gateway state.db", this.home.stateDb);
+    }
+    this.lifecycle.profilesChanged?.();
+    return { name, purged, tombstone };
+  }
+}

@@ -1,0 +1,85 @@
+import type { Db } from "@hermes/common";
+import { type Clock, isoTime, newId } from "@hermes/common";
+import type { RoutingEntry } from "../core/identity/routing-index.js";
+import { botChatOrigin, type RoutingOrigin, routingKey } from "../core/identity/routing-key.js";
+import { persistRoutingChanges } from "../store/routing-store.js";
+import { type SessionKind, type SessionRow, SessionsStore } from "../store/sessions-store.js";
+
+/**
+ * Where routing entries go: a live gateway keeps them in its in-memory index (persisted on change
+ * and periodically); the CLI, with no gateway holding the store, writes them straight to the DB.
+ */
+export interface RoutingAccess {
+  upsert(entry: RoutingEntry): void;
+  /** Keys a rekey old → new would overwrite in the live index (none without a live index). */
+  collisions(oldName: string, newName: string): string[];
+  rekeyProfile(oldName: string, newName: string): number;
+  removeProfile(name: string): number;
+  /** Persists pending changes now. */
+  flush(): void;
+}
+
+/** RoutingAccess for a process that does not own a live index: every change goes to the DB at once. */
+export function directRouting(db: Db): RoutingAccess {
+  return {
+    upsert: (entry) => persistRoutingChanges(db, { upserts: [entry], deletes: [] }),
+    collisions: () => [],
+    rekeyProfile: () => 0,
+    removeProfile: () => 0,
+    flush: () => {},
+  };
+}
+
+/** Sessions keyed by routing key: one per (profile, platform, chat, thread); the Bot Chat is one of them. */
+export class SessionService {
+  readonly store: SessionsStore;
+
+  constructor(
+    db: Db,
+    private readonly routing: RoutingAccess,
+    private readonly clock: Clock,
+  ) {
+    this.store = new SessionsStore(db);
+  }
+
+  /** The session for an origin, created (with its routing entry) on first use. */
+  ensure(origin: RoutingOrigin, kind: SessionKind, title: string): SessionRow {
+    const key = routingKey(origin);
+    const existing = this.store.byKey(key);
+    if (existing) return existing;
+    const now = isoTime(this.clock.now());
+    const session: SessionRow = {
+      session_id: newId("ses"),
+      session_key: key,
+      profile_name: origin.profile,
+      title,
+      kind,
+      origin,
+      model_override: null,
+      provider_override: null,
+      created_at: now,
+      updated_at: now,
+    };
+    this.store.insert(session);
+    this.routing.upsert({ routing_key: key, session_key: key, session_id: session.session_id, origin, updated_at: now });
+    return session;
+  }
+
+  /** §4: each profile's canonical Bot Chat, created with the profile. */
+  botChat(profile: string): SessionRow {
+    return this.ensure(botChatOrigin(profile), "bot_chat", "Bot Chat");
+  }
+
+  /** Records activity: the session's updated_at and its routing entry. */
+  touch(session: SessionRow): void {
+    const now = isoTime(this.clock.now());
+    this.store.touch(session.session_id, now);
+    this.routing.upsert({
+      routing_key: session.session_key,
+      session_key: session.session_key,
+      session_id: session.session_id,
+      origin: session.origin,
+      updated_at: now,
+    });
+  }
+}

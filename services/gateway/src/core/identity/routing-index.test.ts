@@ -1,0 +1,63 @@
+import { HermesError } from "@hermes/common";
+import { describe, expect, it } from "vitest";
+import { type RoutingEntry, RoutingIndex } from "./routing-index.js";
+import { routingKey } from "./routing-key.js";
+
+function entry(profile: string, chat: string): RoutingEntry {
+  const key = routingKey({ profile, platform: "api", chat_type: "dm", chat_id: chat });
+  return {
+    routing_key: key,
+    session_key: key,
+    session_id: `s-${profile}-${chat}`,
+    origin: { profile, platform: "api", chat_type: "dm", chat_id: chat },
+    updated_at: "t",
+  };
+}
+
+describe("RoutingIndex", () => {
+  it("rekeys keys, session keys and origin.profile and records the changes", () => {
+    const index = RoutingIndex.from([entry("bob", "1"), entry("bob", "2"), entry("bobcat", "1")]);
+    expect(index.rekeyProfile("bob", "rob")).toBe(2);
+    expect(index.get("agent:bob:api:dm:1")).toBeUndefined();
+    expect(index.get("agent:rob:api:dm:1")).toMatchObject({
+      session_key: "agent:rob:api:dm:1",
+      origin: { profile: "rob" },
+      session_id: "s-bob-1",
+    });
+    expect(index.get("agent:bobcat:api:dm:1")).toBeDefined();
+    const changes = index.takeChanges();
+    expect(changes.deletes.sort()).toEqual(["agent:bob:api:dm:1", "agent:bob:api:dm:2"]);
+    expect(changes.upserts.map((e) => e.routing_key).sort()).toEqual(["agent:rob:api:dm:1", "agent:rob:api:dm:2"]);
+    expect(index.hasChanges).toBe(false);
+  });
+
+  it("refuses a collision before mutating anything", () => {
+    const index = RoutingIndex.from([entry("bob", "1"), entry("bob", "2"), entry("rob", "2")]);
+    expect(() => index.rekeyProfile("bob", "rob")).toThrow(HermesError);
+    expect(index.keysOf("bob").length).toBe(2);
+    expect(index.hasChanges).toBe(false);
+  });
+
+  it("a second rekey is a no-op", () => {
+    const index = RoutingIndex.from([entry("bob", "1")]);
+    index.rekeyProfile("bob", "rob");
+    index.takeChanges();
+    expect(index.rekeyProfile("bob", "rob")).toBe(0);
+    expect(index.hasChanges).toBe(false);
+  });
+
+  it("restores changes after a failed persist", () => {
+    const index = new RoutingIndex();
+    index.upsert(entry("a", "1"));
+    const changes = index.takeChanges();
+    index.restoreChanges(changes);
+    expect(index.takeChanges().upserts).toHaveLength(1);
+  });
+
+  it("removes a profile's entries", () => {
+    const index = RoutingIndex.from([entry("a", "1"), entry("b", "1")]);
+    expect(index.removeProfile("a")).toBe(1);
+    expect(index.size).toBe(1);
+    expect(index.takeChanges().deletes).toEqual(["agent:a:api:dm:1"]);
+  });
+});

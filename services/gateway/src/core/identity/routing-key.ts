@@ -1,0 +1,43 @@
+import { DEFAULT_PROFILE } from "@hermes/common";
+
+/** §2: `agent:<profile>:<platform>:<chat_type>:<chat_id>[:<thread_id>]`. */
+export interface RoutingOrigin {
+  profile: string;
+  platform: string;
+  chat_type: string;
+  chat_id: string;
+  thread_id?: string;
+}
+
+export function routingKey(origin: RoutingOrigin): string {
+  const parts = ["agent", origin.profile, origin.platform, origin.chat_type, origin.chat_id];
+  if (origin.thread_id) parts.push(origin.thread_id);
+  return parts.join(":");
+}
+
+/** The prefix every routing/session key of a profile starts with. */
+export function profileKeyPrefix(profile: string): string {
+  return `agent:${profile}:`;
+}
+
+/**
+ * The exclusive upper bound of the key range that starts with `prefix`: the same string with its
+ * last character incremented (`agent:bob:` → `agent:bob;`), so range scans use the index.
+ */
+export function prefixUpperBound(prefix: string): string {
+  return prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
+}
+
+export function rekeyRoutingKey(key: string, oldProfile: string, newProfile: string): string {
+  const oldPrefix = profileKeyPrefix(oldProfile);
+  return key.startsWith(oldPrefix) ? profileKeyPrefix(newProfile) + key.slice(oldPrefix.length) : key;
+}
+
+/** The canonical Bot Chat of a profile (§4): one per profile, created with it. */
+export function botChatOrigin(profile: string): RoutingOrigin {
+  return { profile, platform: "bot", chat_type: "dm", chat_id: "bot-chat" };
+}
+
+export function isDefaultProfile(name: string): boolean {
+  return name === DEFAULT_PROFILE;
+}

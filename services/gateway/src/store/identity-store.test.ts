@@ -1,0 +1,172 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type Db, HermesError, openDatabase, tableExists } from "@hermes/common";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { IDENTITY_REGISTRY } from "../core/identity/registry.js";
+import { purgeProfileState, rekeyProfileState } from "./identity-store.js";
+import { GATEWAY_MIGRATIONS } from "./migrations/index.js";
+
+let dir: string;
+let db: Db;
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), "hermes-identity-"));
+  db = openDatabase(join(dir, "state.db"), { label: "test state.db", migrations: GATEWAY_MIGRATIONS });
+});
+afterEach(() => {
+  db.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const T = "2026-01-01T00:00:00.000Z";
+
+/** One row in every registered identity table for `profile`, keyed by chat id. */
+function seed(profile: string, chat = "c1") {
+  const key = `agent:${profile}:api:dm:${chat}`;
+  db.prepare(
+    "INSERT INTO sessions (session_id, session_key, profile_name, title, kind, origin_json, created_at, updated_at) VALUES (?, ?, ?, 't', 'api', ?, ?, ?)",
+  ).run(`ses-${profile}-${chat}`, key, profile, JSON.stringify({ profile, platform: "api", chat_type: "dm", chat_id: chat }), T, T);
+  db.prepare("INSERT INTO gateway_routing (routing_key, entry_json, updated_at) VALUES (?, ?, ?)").run(
+    key,
+    JSON.stringify({ routing_key: key, session_key: key, session_id: `ses-${profile}-${chat}`, origin: { profile, chat_id: chat } }),
+    T,
+  );
+  db.prepare(
+    "INSERT OR REPLACE INTO gateway_heartbeats (profile, gateway_id, pid, state, last_seen_at) VALUES (?, 'gw', 1, 'running', ?)",
+  ).run(profile, T);
+  db.prepare(
+    "INSERT INTO delivery_obligations (obligation_id, adapter_profile, session_key, kind, state, payload_json, created_at, updated_at) VALUES (?, ?, ?, 'turn_reply', 'pending', '{}', ?, ?)",
+  ).run(`obl-${profile}-${chat}`, profile, key, T, T);
+}
+
+/** Every identity-bearing value in the database, for before/after comparisons. */
+function snapshot() {
+  return {
+    sessions: db.prepare("SELECT session_id, session_key, profile_name, origin_json FROM sessions ORDER BY session_id").all(),
+    routing: db.prepare("SELECT routing_key, entry_json FROM gateway_routing ORDER BY routing_key").all(),
+    heartbeats: db.prepare("SELECT profile FROM gateway_heartbeats ORDER BY profile").all(),
+    obligations: db
+      .prepare("SELECT obligation_id, adapter_profile, session_key, state FROM delivery_obligations ORDER BY obligation_id")
+      .all(),
+    aliases: db.prepare("SELECT alias, profile_name FROM profile_aliases ORDER BY alias").all(),
+  };
+}
+
+describe("rekeyProfileState", () => {
+  it("rewrites every registered column in one go and returns per-table counts", () => {
+    seed("bob", "c1");
+    seed("bob", "c2");
+    seed("carol", "c1");
+    db.prepare("INSERT INTO profile_aliases (alias, profile_name, created_at) VALUES ('bobby', 'bob', ?)").run(T);
+    const counts = rekeyProfileState(db, "bob", "robert");
+    expect(counts).toEqual({ sessions: 2, gateway_routing: 2, gateway_heartbeats: 1, delivery_obligations: 2, profile_aliases: 1 });
+
+    const s = db.prepare("SELECT * FROM sessions WHERE session_id = 'ses-bob-c1'").get() as Record<string, string>;
+    expect(s.session_key).toBe("agent:robert:api:dm:c1");
+    expect(s.profile_name).toBe("robert");
+    expect(JSON.parse(s.origin_json).profile).toBe("robert");
+    const r = db.prepare("SELECT * FROM gateway_routing WHERE routing_key = 'agent:robert:api:dm:c2'").get() as Record<string, string>;
+    expect(JSON.parse(r.entry_json)).toMatchObject({ session_key: "agent:robert:api:dm:c2", origin: { profile: "robert" } });
+    expect(db.prepare("SELECT profile FROM gateway_heartbeats ORDER BY profile").pluck().all()).toEqual(["carol", "robert"]);
+    expect(db.prepare("SELECT session_key FROM delivery_obligations WHERE adapter_profile = 'robert' ORDER BY 1").pluck().all()).toEqual([
+      "agent:robert:api:dm:c1",
+      "agent:robert:api:dm:c2",
+    ]);
+    expect(db.prepare("SELECT profile_name FROM profile_aliases WHERE alias = 'bobby'").pluck().get()).toBe("robert");
+    // Nothing still names bob anywhere.
+    expect(JSON.stringify(snapshot())).not.toMatch(/"bob"|agent:bob:/);
+    // carol untouched.
+    expect(db.prepare("SELECT session_key FROM sessions WHERE profile_name = 'carol'").pluck().get()).toBe("agent:carol:api:dm:c1");
+  });
+
+  it("a second run rewrites nothing and succeeds", () => {
+    seed("bob");
+    rekeyProfileState(db, "bob", "robert");
+    const before = snapshot();
+    expect(rekeyProfileState(db, "bob", "robert")).toEqual({});
+    expect(snapshot()).toEqual(before);
+  });
+
+  it("does not touch keys of a profile whose name merely starts with the old name", () => {
+    seed("bob");
+    seed("bobcat");
+    rekeyProfileState(db, "bob", "robert");
+    expect(db.prepare("SELECT profile_name FROM sessions ORDER BY 1").pluck().all()).toEqual(["bobcat", "robert"]);
+    expect(db.prepare("SELECT routing_key FROM gateway_routing ORDER BY 1").pluck().all()).toEqual([
+      "agent:bobcat:api:dm:c1",
+      "agent:robert:api:dm:c1",
+    ]);
+  });
+
+  it("refuses a routing collision with nothing written, naming table and key", () => {
+    seed("bob", "c1");
+    seed("bob", "c2");
+    seed("robert", "c2");
+    const before = snapshot();
+    let error: unknown;
+    try {
+      rekeyProfileState(db, "bob", "robert");
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(HermesError);
+    expect((error as HermesError).reason).toBe("identity_collision");
+    expect((error as HermesError).message).toMatch(/sessions: agent:robert:api:dm:c2 already exists/);
+    expect(snapshot()).toEqual(before);
+  });
+
+  it("refuses a per-chat binding collision through the registry's binding rule", () => {
+    db.exec("CREATE TABLE topic_bindings (profile_name TEXT NOT NULL, chat_id TEXT NOT NULL, thread_id TEXT)");
+    db.exec("INSERT INTO topic_bindings VALUES ('bob', '42', '7'), ('robert', '42', '7')");
+    const registry = [
+      ...IDENTITY_REGISTRY,
+      {
+        table: "topic_bindings",
+        columns: [{ table: "topic_bindings", column: "profile_name", kind: "plain" as const }],
+        purge: { kind: "delete" as const },
+        binding: { profileColumn: "profile_name", bindingColumns: ["chat_id", "thread_id"] },
+      },
+    ];
+    expect(() => rekeyProfileState(db, "bob", "robert", registry)).toThrow(/identity collision in topic_bindings/);
+    expect(db.prepare("SELECT count(*) FROM topic_bindings WHERE profile_name = 'bob'").pluck().get()).toBe(1);
+  });
+
+  it("skips registered tables that do not exist yet", () => {
+    seed("bob");
+    const registry = [
+      ...IDENTITY_REGISTRY,
+      {
+        table: "not_created_yet",
+        columns: [{ table: "not_created_yet", column: "profile", kind: "plain" as const }],
+        purge: { kind: "delete" as const },
+      },
+    ];
+    expect(tableExists(db, "not_created_yet")).toBe(false);
+    expect(rekeyProfileState(db, "bob", "robert", registry)).toMatchObject({ sessions: 1 });
+    expect(tableExists(db, "not_created_yet")).toBe(false);
+  });
+
+  it("is a no-op when old and new are equal", () => {
+    seed("bob");
+    expect(rekeyProfileState(db, "bob", "bob")).toEqual({});
+  });
+});
+
+describe("purgeProfileState", () => {
+  it("deletes identity rows, marks obligations abandoned and leaves other profiles alone", () => {
+    seed("bob", "c1");
+    seed("bob", "c2");
+    seed("carol");
+    db.prepare("INSERT INTO profile_aliases (alias, profile_name, created_at) VALUES ('bobby', 'bob', ?)").run(T);
+    const counts = purgeProfileState(db, "bob");
+    expect(counts).toEqual({ sessions: 2, gateway_routing: 2, gateway_heartbeats: 1, delivery_obligations: 2, profile_aliases: 1 });
+    expect(db.prepare("SELECT count(*) FROM sessions WHERE profile_name = 'bob'").pluck().get()).toBe(0);
+    expect(db.prepare("SELECT state FROM delivery_obligations WHERE adapter_profile = 'bob'").pluck().all()).toEqual([
+      "abandoned",
+      "abandoned",
+    ]);
+    expect(db.prepare("SELECT count(*) FROM sessions WHERE profile_name = 'carol'").pluck().get()).toBe(1);
+    expect(purgeProfileState(db, "bob")).toEqual({});
+  });
+});

@@ -1,0 +1,139 @@
+import { type Db, HermesError, tableExists } from "@hermes/common";
+import { IDENTITY_REGISTRY, type IdentityColumn, type IdentityTable } from "../core/identity/registry.js";
+import { prefixUpperBound, profileKeyPrefix } from "../core/identity/routing-key.js";
+
+/** Rows rewritten (or purged) per table; tables with nothing to do are omitted. */
+export type TableCounts = Record<string, number>;
+
+interface Bounds {
+  old: string;
+  new: string;
+  op: string;
+  opEnd: string;
+  np: string;
+  npEnd: string;
+  opLen: number;
+}
+
+function bounds(oldName: string, newName: string): Bounds {
+  const op = profileKeyPrefix(oldName);
+  const np = profileKeyPrefix(newName);
+  return { old: oldName, new: newName, op, opEnd: prefixUpperBound(op), np, npEnd: prefixUpperBound(np), opLen: op.length };
+}
+
+const q = (name: string) => `"${name.replace(/"/g, '""')}"`;
+
+function inOldRange(expr: string): string {
+  return `(${expr} >= @op AND ${expr} < @opEnd)`;
+}
+
+/** The WHERE term that selects a column's rows belonging to `old`. */
+function matchesOld(c: IdentityColumn): string {
+  const col = q(c.column);
+  if (c.kind === "plain") return `${col} = @old`;
+  if (c.kind === "key-prefix") return inOldRange(col);
+  const extracted = `json_extract(${col}, '${c.path}')`;
+  return c.value === "plain" ? `${extracted} = @old` : inOldRange(extracted);
+}
+
+/** The new value of one column, with every registered rewrite of that column applied. */
+function rewriteExpression(column: string, entries: IdentityColumn[]): string {
+  const col = q(column);
+  let expr = col;
+  for (const c of entries) {
+    if (c.kind === "plain") expr = `CASE WHEN ${col} = @old THEN @new ELSE ${expr} END`;
+    else if (c.kind === "key-prefix") expr = `CASE WHEN ${inOldRange(col)} THEN @np || substr(${col}, @opLen + 1) ELSE ${expr} END`;
+    else {
+      const extracted = `json_extract(${col}, '${c.path}')`;
+      const value = c.value === "plain" ? "@new" : `@np || substr(${extracted}, @opLen + 1)`;
+      expr = `CASE WHEN ${matchesOld(c)} THEN json_set(${expr}, '${c.path}', ${value}) ELSE ${expr} END`;
+    }
+  }
+  return expr;
+}
+
+function existingColumns(db: Db, table: IdentityTable): IdentityColumn[] {
+  const names = new Set((db.prepare(`PRAGMA table_info(${q(table.table)})`).all() as { name: string }[]).map((c) => c.name));
+  return table.columns.filter((c) => names.has(c.column));
+}
+
+function findCollision(db: Db, table: IdentityTable, columns: IdentityColumn[], b: Bounds): string | undefined {
+  for (const c of columns) {
+    if (c.kind !== "key-prefix" || !c.unique) continue;
+    const col = q(c.column);
+    // Fast path: `new` owns no keys at all (the usual rename), so nothing can collide.
+    if (!db.prepare(`SELECT 1 FROM ${q(table.table)} WHERE ${col} >= @np AND ${col} < @npEnd LIMIT 1`).get(b)) continue;
+    const hit = db
+      .prepare(
+        `SELECT a.${col} AS k FROM ${q(table.table)} a WHERE ${inOldRange(`a.${col}`)}
+         AND EXISTS (SELECT 1 FROM ${q(table.table)} b WHERE b.${col} = @np || substr(a.${col}, @opLen + 1)) LIMIT 1`,
+      )
+      .get(b) as { k: string } | undefined;
+    if (hit) return `profile routing collision in ${table.table}: ${b.np}${hit.k.slice(b.opLen)} already exists (rekeyed from ${hit.k})`;
+  }
+  if (table.binding) {
+    const p = q(table.binding.profileColumn);
+    const join = table.binding.bindingColumns.map((x) => `a.${q(x)} IS b.${q(x)}`).join(" AND ");
+    const hit = db
+      .prepare(`SELECT ${table.binding.bindingColumns.map((x) => `a.${q(x)}`).join(", ")} FROM ${q(table.table)} a
+        JOIN ${q(table.table)} b ON b.${p} = @new AND ${join} WHERE a.${p} = @old LIMIT 1`)
+      .get(b) as Record<string, unknown> | undefined;
+    if (hit) return `profile identity collision in ${table.table}: ${b.new} already owns ${JSON.stringify(hit)}`;
+  }
+  return undefined;
+}
+
+/**
+ * §2.1 rekeyProfileState: rewrites every registered identity column from `old` to `new` in ONE
+ * transaction. Collisions are checked first and refused with nothing written (identity_collision,
+ * naming table and key). A second run finds nothing to rewrite and succeeds. Tables that do not
+ * exist yet are skipped.
+ */
+export function rekeyProfileState(db: Db, oldName: string, newName: string, registry = IDENTITY_REGISTRY): TableCounts {
+  if (oldName === newName) return {};
+  const b = bounds(oldName, newName);
+  const run = db.transaction(() => {
+    const plan = registry.filter((t) => tableExists(db, t.table)).map((t) => ({ table: t, columns: existingColumns(db, t) }));
+    for (const { table, columns } of plan) {
+      const collision = findCollision(db, table, columns, b);
+      if (collision) throw new HermesError("identity_collision", collision, { data: { table: table.table, database: db.name } });
+    }
+    const counts: TableCounts = {};
+    for (const { table, columns } of plan) {
+      if (columns.length === 0) continue;
+      const byColumn = new Map<string, IdentityColumn[]>();
+      for (const c of columns) byColumn.set(c.column, [...(byColumn.get(c.column) ?? []), c]);
+      const sets = [...byColumn].map(([column, entries]) => `${q(column)} = ${rewriteExpression(column, entries)}`).join(", ");
+      const where = columns.map(matchesOld).join(" OR ");
+      const changed = db.prepare(`UPDATE ${q(table.table)} SET ${sets} WHERE ${where}`).run(b).changes;
+      if (changed > 0) counts[table.table] = changed;
+    }
+    return counts;
+  });
+  return run.immediate();
+}
+
+/**
+ * §2.2 purge on delete: removes the profile's identity rows (or marks them, e.g. obligations become
+ * `abandoned`) in one transaction; returns per-table counts.
+ */
+export function purgeProfileState(db: Db, name: string, registry = IDENTITY_REGISTRY): TableCounts {
+  const b = bounds(name, name);
+  const run = db.transaction(() => {
+    const counts: TableCounts = {};
+    for (const table of registry) {
+      if (!tableExists(db, table.table)) continue;
+      const columns = existingColumns(db, table).filter((c) => c.kind !== "json-path");
+      if (columns.length === 0) continue;
+      const where = columns.map(matchesOld).join(" OR ");
+      const sql =
+        table.purge.kind === "delete"
+          ? `DELETE FROM ${q(table.table)} WHERE ${where}`
+          : `UPDATE ${q(table.table)} SET ${q(table.purge.column)} = @value WHERE (${where}) AND ${q(table.purge.column)} IS NOT @value`;
+      const changed = db.prepare(sql).run({ ...b, value: table.purge.kind === "set" ? table.purge.value : null }).changes;
+      if (changed > 0) counts[table.table] = changed;
+    }
+    return counts;
+  });
+  return run.immediate();
+}

@@ -1,0 +1,43 @@
+import { fileURLToPath } from "node:url";
+import { defineConfig } from "vitest/config";
+
+const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
+
+// Tests import workspace packages from source, so a test run never depends on a stale build.
+const alias = [
+  { find: /^@hermes\/proto\/(.*)$/, replacement: here("./proto/src/gen/$1.ts") },
+  { find: /^@hermes\/proto$/, replacement: here("./proto/src/index.ts") },
+  { find: /^@hermes\/common$/, replacement: here("./services/common/src/index.ts") },
+  { find: /^@hermes\/gateway$/, replacement: here("./services/gateway/src/index.ts") },
+  { find: /^@hermes\/relay$/, replacement: here("./services/relay/src/index.ts") },
+];
+
+export default defineConfig({
+  resolve: { alias },
+  test: {
+    reporters: process.env.CI_REPORT ? ["default", ["json", { outputFile: process.env.CI_REPORT }]] : ["default"],
+    projects: [
+      {
+        resolve: { alias },
+        test: {
+          name: "unit",
+          include: ["proto/test/**/*.test.ts", "services/*/src/**/*.test.ts", "services/*/test/**/*.test.ts", "bench/**/*.test.ts"],
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+          pool: "forks",
+        },
+      },
+      {
+        resolve: { alias },
+        test: {
+          name: "integration",
+          include: ["test/integration/**/*.test.ts"],
+          testTimeout: 240_000,
+          hookTimeout: 240_000,
+          pool: "forks",
+          fileParallelism: false,
+        },
+      },
+    ],
+  },
+});
