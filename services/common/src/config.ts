@@ -24,12 +24,23 @@ export function validateConfig<S extends z.ZodType>(schema: S, value: unknown, f
   return parsed.data;
 }
 
+/**
+ * Integers are parsed as BigInt so a long unquoted id (a Discord channel id as a map key or value)
+ * keeps every digit; values that fit a double become numbers again, longer ones stay exact strings.
+ */
+function settleBigInts(value: unknown): unknown {
+  if (typeof value === "bigint") return Number.isSafeInteger(Number(value)) ? Number(value) : value.toString();
+  if (Array.isArray(value)) return value.map(settleBigInts);
+  if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, settleBigInts(v)]));
+  return value;
+}
+
 /** Reads a YAML file (missing or empty → {}), refusing YAML syntax errors with the file named. */
 export function readYamlFile(file: string): unknown {
   if (!existsSync(file)) return {};
   const text = readFileSync(file, "utf8");
   try {
-    return parseYaml(text) ?? {};
+    return settleBigInts(parseYaml(text, { intAsBigInt: true })) ?? {};
   } catch (err) {
     throw new HermesError("invalid_config", `${file}: not valid YAML: ${err instanceof Error ? err.message : String(err)}`, {
       data: { file },

@@ -62,11 +62,11 @@ describe("rekeyProfileState", () => {
     const counts = rekeyProfileState(db, "bob", "robert");
     expect(counts).toEqual({ sessions: 2, gateway_routing: 2, gateway_heartbeats: 1, delivery_obligations: 2, profile_aliases: 1 });
 
-    const s = db.prepare("SELECT * FROM sessions WHERE session_id = 'ses-bob-c1'").get() as Record<string, string>;
+    const s = db.prepare("SELECT * FROM sessions WHERE session_id = 'ses-bob-c1'").get() as { session_key: string; profile_name: string; origin_json: string; entry_json: string };
     expect(s.session_key).toBe("agent:robert:api:dm:c1");
     expect(s.profile_name).toBe("robert");
     expect(JSON.parse(s.origin_json).profile).toBe("robert");
-    const r = db.prepare("SELECT * FROM gateway_routing WHERE routing_key = 'agent:robert:api:dm:c2'").get() as Record<string, string>;
+    const r = db.prepare("SELECT * FROM gateway_routing WHERE routing_key = 'agent:robert:api:dm:c2'").get() as { session_key: string; profile_name: string; origin_json: string; entry_json: string };
     expect(JSON.parse(r.entry_json)).toMatchObject({ session_key: "agent:robert:api:dm:c2", origin: { profile: "robert" } });
     expect(db.prepare("SELECT profile FROM gateway_heartbeats ORDER BY profile").pluck().all()).toEqual(["carol", "robert"]);
     expect(db.prepare("SELECT session_key FROM delivery_obligations WHERE adapter_profile = 'robert' ORDER BY 1").pluck().all()).toEqual([
