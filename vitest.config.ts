@@ -21,7 +21,7 @@ export default defineConfig({
         resolve: { alias },
         test: {
           name: "unit",
-          include: ["proto/test/**/*.test.ts", "services/*/src/**/*.test.ts", "services/*/test/**/*.test.ts", "bench/**/*.test.ts"],
+          include: ["proto/test/**/*.test.ts", "services/*/src/**/*.test.ts", "services/*/test/**/*.test.ts", "infra/test/**/*.test.ts", "bench/**/*.test.ts"],
           testTimeout: 60_000,
           hookTimeout: 60_000,
           pool: "forks",
@@ -32,6 +32,11 @@ export default defineConfig({
         test: {
           name: "integration",
           include: ["test/integration/**/*.test.ts"],
+          // Docker engine, offline images, sweep of leftovers (test/integration/README.md).
+          globalSetup: ["test/integration/global-setup.ts"],
+          // No Ryuk (it would need a pulled image; the global setup sweeps instead). This VM has
+          // /.dockerenv, so testcontainers would otherwise look for the host via a bridge gateway.
+          env: { TESTCONTAINERS_RYUK_DISABLED: "true", TESTCONTAINERS_HOST_OVERRIDE: "localhost" },
           testTimeout: 240_000,
           hookTimeout: 240_000,
           pool: "forks",

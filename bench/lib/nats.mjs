@@ -1,0 +1,107 @@
+// NATS JetStream as the peer baseline for the room-log benchmarks (perf-baseline.md §4): a real
+// nats-server started here on 127.0.0.1 with file storage, measured in the same run as our code.
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Finds nats-server, installing Debian's package when running as root on Debian. */
+export function ensureNatsServer() {
+  try {
+    return execFileSync("sh", ["-c", "command -v nats-server"], { encoding: "utf8" }).trim();
+  } catch {
+    if (process.getuid?.() === 0) {
+      console.error("bench: installing nats-server (apt-get install -y nats-server)");
+      execFileSync("apt-get", ["install", "-y", "--no-install-recommends", "nats-server"], { stdio: "ignore" });
+      return execFileSync("sh", ["-c", "command -v nats-server"], { encoding: "utf8" }).trim();
+    }
+    throw new Error("nats-server is needed for the JetStream baseline: apt-get install nats-server");
+  }
+}
+
+export async function startNats() {
+  const bin = ensureNatsServer();
+  const dir = mkdtempSync(join(tmpdir(), "bench-nats-"));
+  const port = await freePort();
+  const child = spawn(bin, ["-js", "-a", "127.0.0.1", "-p", String(port), "-sd", dir], { stdio: ["ignore", "ignore", "pipe"] });
+  let nc;
+  for (let i = 0; i < 100; i++) {
+    try {
+      nc = await connect({ servers: `127.0.0.1:${port}` });
+      break;
+    } catch {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  if (!nc) throw new Error("nats-server did not start");
+  return {
+    nc,
+    async stop() {
+      await nc.close();
+      child.kill("SIGTERM");
+      await new Promise((r) => child.once("exit", r));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Acknowledged publishes/s with `window` publishes in flight (file storage, R1). */
+export async function jetStreamPublish({ count, bytes = 200, window = 1000 }) {
+  const nats = await startNats();
+  try {
+    const jsm = await jetstreamManager(nats.nc);
+    await jsm.streams.add({ name: "EVENTS", subjects: ["events.>"], storage: "file" });
+    const js = jetstream(nats.nc);
+    const payload = new Uint8Array(bytes).fill(120);
+    const started = performance.now();
+    const inflight = new Set();
+    for (let i = 0; i < count; i++) {
+      const p = js.publish("events.room", payload).then(() => inflight.delete(p));
+      inflight.add(p);
+      if (inflight.size >= window) await Promise.race(inflight);
+    }
+    await Promise.all(inflight);
+    const secs = (performance.now() - started) / 1000;
+    return { count, secs, rate: count / secs };
+  } finally {
+    await nats.stop();
+  }
+}
+
+/** Mirror catch-up: `count` messages published first, then a mirror stream created and timed until it holds them all. */
+export async function jetStreamMirror({ count, bytes = 200 }) {
+  const nats = await startNats();
+  try {
+    const jsm = await jetstreamManager(nats.nc);
+    await jsm.streams.add({ name: "EVENTS", subjects: ["events.>"], storage: "file" });
+    const payload = new Uint8Array(bytes).fill(120);
+    // Seed quickly with core-NATS publishes (no acks), then wait until the stream holds them.
+    for (let i = 0; i < count; i++) {
+      nats.nc.publish("events.room", payload);
+      if (i % 10_000 === 0) await nats.nc.flush();
+    }
+    await nats.nc.flush();
+    while ((await jsm.streams.info("EVENTS")).state.messages < count) await new Promise((r) => setTimeout(r, 20));
+    const started = performance.now();
+    await jsm.streams.add({ name: "EVENTS_M", mirror: { name: "EVENTS" }, storage: "file" });
+    while ((await jsm.streams.info("EVENTS_M")).state.messages < count) await new Promise((r) => setTimeout(r, 20));
+    const secs = (performance.now() - started) / 1000;
+    return { count, secs, rate: count / secs };
+  } finally {
+    await nats.stop();
+  }
+}

@@ -1,0 +1,198 @@
+import { MAX_BATCH_APPENDS } from "./limits.js";
+import { formatAuthority } from "./lineage.js";
+import { type Refusal, refusal } from "./refusal.js";
+import { sealEvent } from "./room-state.js";
+import { type Actor, CLIENT_APPENDABLE_KINDS, type RoomEvent, type RoomState } from "./types.js";
+import { checkActor, checkId, checkPayload, isEventKind, type SendParams } from "./validation.js";
+
+/** One append on the authority. `origin: "client"` (groups.send) may only append `message.user`. */
+export interface AppendRequest {
+  origin: "client" | "server";
+  event_id: string;
+  kind: string;
+  actor: Actor;
+  payload: Record<string, unknown>;
+  /** Optimistic concurrency: refuse with cursor_conflict unless the log ends exactly here. */
+  expected_latest_seq?: number;
+}
+
+export type AppendOutcome =
+  | { kind: "appended"; event: RoomEvent }
+  | { kind: "idempotent"; event: RoomEvent }
+  | { kind: "refused"; refusal: Refusal };
+
+export interface AppendItem {
+  request: AppendRequest;
+  /** The event the store holds with the same (room_id, event_id), or null. */
+  stored: RoomEvent | null;
+}
+
+/**
+ * Result of a batch: `appended` are the new events in seq order (dense from state.last_seq + 1,
+ * hashes chained) to insert in ONE transaction together with `state`; `outcomes[i]` answers items[i].
+ * Nothing is acknowledged before that transaction commits.
+ */
+export interface AppendBatchPlan {
+  state: RoomState;
+  appended: RoomEvent[];
+  outcomes: AppendOutcome[];
+}
+
+/** Kinds that only their own operation writes (create, promote, demote), never a generic append. */
+const RESERVED_KINDS = new Set(["room.created", "authority.claimed", "authority.lost"]);
+
+/** The AppendRequest of a validated `groups.send`; the actor comes from authentication, not from the params. */
+export function clientSendRequest(params: SendParams, actor: Actor): AppendRequest {
+  const payload: Record<string, unknown> = { text: params.payload.text };
+  if (params.payload.thread_id !== undefined) payload.thread_id = params.payload.thread_id;
+  const request: AppendRequest = { origin: "client", event_id: params.event_id, kind: "message.user", actor, payload };
+  if (params.expected_latest_seq !== undefined) request.expected_latest_seq = params.expected_latest_seq;
+  return request;
+}
+
+/** `groups.send` result shape: `{event, accepted, idempotent}`. */
+export function sendResult(outcome: Exclude<AppendOutcome, { kind: "refused" }>): {
+  event: RoomEvent;
+  accepted: true;
+  idempotent: boolean;
+} {
+  return { event: outcome.event, accepted: true, idempotent: outcome.kind === "idempotent" };
+}
+
+/** One append: a batch of one. */
+export function planAppend(state: RoomState, request: AppendRequest, stored: RoomEvent | null, now: string) {
+  const plan = planAppendBatch(state, [{ request, stored }], now);
+  return { state: plan.state, appended: plan.appended, outcome: plan.outcomes[0]! };
+}
+
+/**
+ * Group commit: plans several appends against one room state. Each item gets its own outcome;
+ * accepted items get dense seqs and chained hashes in item order. An item with the event_id of an
+ * earlier item of the same batch is answered against that item (idempotent or conflict).
+ */
+export function planAppendBatch(state: RoomState, items: readonly AppendItem[], now: string): AppendBatchPlan {
+  if (items.length > MAX_BATCH_APPENDS) {
+    const tooMany = refusal("limit_exceeded", `a batch holds at most ${MAX_BATCH_APPENDS} appends; got ${items.length}`, {
+      limit: MAX_BATCH_APPENDS,
+    });
+    return { state, appended: [], outcomes: items.map(() => ({ kind: "refused", refusal: tooMany })) };
+  }
+  let current = state;
+  const appended: RoomEvent[] = [];
+  const inBatch = new Map<string, RoomEvent>();
+  const outcomes = items.map((item): AppendOutcome => {
+    const decided = decide(current, item, inBatch.get(item.request.event_id) ?? item.stored, now);
+    if (decided.kind === "appended") {
+      appended.push(decided.event);
+      inBatch.set(decided.event.event_id, decided.event);
+      current = {
+        ...current,
+        last_seq: decided.event.seq,
+        last_hash: decided.event.hash,
+        latest_seq: decided.event.seq,
+        disbanded: current.disbanded || decided.event.kind === "room.disbanded",
+      };
+    }
+    return decided;
+  });
+  return { state: current, appended, outcomes };
+}
+
+function refused(r: Refusal): AppendOutcome {
+  return { kind: "refused", refusal: r };
+}
+
+function decide(state: RoomState, item: AppendItem, stored: RoomEvent | null, now: string): AppendOutcome {
+  const { request } = item;
+  const eventId = checkId(request.event_id, "event_id");
+  if (!eventId.ok) return refused(eventId.refusal);
+  if (!isEventKind(request.kind)) {
+    return refused(refusal("invalid_params", `unknown event kind ${JSON.stringify(request.kind)}`, { field: "kind" }));
+  }
+  const kind = request.kind;
+  if (request.origin === "client" && !CLIENT_APPENDABLE_KINDS.includes(kind)) {
+    return refused(
+      refusal("invalid_params", `clients may only append ${CLIENT_APPENDABLE_KINDS.join(", ")}; ${kind} is written by the server`, {
+        field: "kind",
+      }),
+    );
+  }
+  if (RESERVED_KINDS.has(kind)) {
+    return refused(refusal("invalid_params", `${kind} is written only by its own operation (create, promote, demote)`, { field: "kind" }));
+  }
+  const actorJson = checkActor(kind, request.actor);
+  if (!actorJson.ok) return refused(actorJson.refusal);
+  if (request.actor.kind === "gateway" && request.actor.id !== state.self_gateway_id) {
+    return refused(
+      refusal("invalid_params", `a gateway actor must be the authority ${state.self_gateway_id}, not ${request.actor.id}`, {
+        field: "actor",
+      }),
+    );
+  }
+  const payloadJson = checkPayload(kind, request.payload);
+  if (!payloadJson.ok) return refused(payloadJson.refusal);
+  const expected = request.expected_latest_seq;
+  if (expected !== undefined && (!Number.isSafeInteger(expected) || expected < 0)) {
+    return refused(
+      refusal("invalid_params", `expected_latest_seq must be an integer ≥ 0, got ${expected}`, { field: "expected_latest_seq" }),
+    );
+  }
+
+  // Idempotency first: a retry of an acknowledged send gets its ack again, even after a fence.
+  if (stored !== null) {
+    if (stored.kind === kind && stored.actor_json === actorJson.value && stored.payload_json === payloadJson.value) {
+      return { kind: "idempotent", event: stored };
+    }
+    return refused(
+      refusal(
+        "idempotency_conflict",
+        `event_id ${request.event_id} was already used for a different ${stored.kind} at seq ${stored.seq}; use a new event_id for a new message`,
+        { event_id: request.event_id, seq: stored.seq },
+      ),
+    );
+  }
+
+  if (state.disbanded) {
+    return refused(refusal("room_disbanded", `room ${state.room_id} is disbanded; its log is closed`, { room_id: state.room_id }));
+  }
+  if (state.role !== "authority") {
+    return refused(
+      refusal(
+        "not_authority",
+        `this gateway is not the authority of room ${state.room_id}; send to ${formatAuthority(state.authority)} instead`,
+        { authority: { ...state.authority } },
+      ),
+    );
+  }
+  if (state.fenced_by !== null) {
+    return refused(
+      refusal(
+        "authority_conflict",
+        `room ${state.room_id} is fenced: ${formatAuthority(state.fenced_by)} holds a newer claim; send there, or demote this gateway`,
+        { authority: { ...state.fenced_by } },
+      ),
+    );
+  }
+  if (expected !== undefined && expected !== state.last_seq) {
+    return refused(
+      refusal("cursor_conflict", `expected_latest_seq ${expected} but the room is at ${state.last_seq}; read the new events and retry`, {
+        expected_latest_seq: expected,
+        latest_seq: state.last_seq,
+      }),
+    );
+  }
+  const event = sealEvent(
+    {
+      room_id: state.room_id,
+      seq: state.last_seq + 1,
+      event_id: request.event_id,
+      kind,
+      actor_json: actorJson.value,
+      epoch: state.authority.epoch,
+      payload_json: payloadJson.value,
+      created_at: now,
+    },
+    state.last_hash,
+  );
+  return { kind: "appended", event };
+}

@@ -1,0 +1,77 @@
+import { createHash } from "node:crypto";
+import { canonicalJson } from "./canonical-json.js";
+import type { RoomEvent } from "./types.js";
+
+/** The "previous hash" of seq 1. */
+export const GENESIS_HASH = "";
+
+/** The fields the hash covers. `created_at` is deliberately left out: it is the appender's clock, not content. */
+export interface HashedFields {
+  seq: number;
+  event_id: string;
+  kind: string;
+  actor_json: string;
+  epoch: number;
+  payload_json: string;
+}
+
+/**
+ * `sha256hex(prev_hash ‖ canonical([seq, event_id, kind, actor, epoch, payload]))` (§3.1).
+ * actor and payload are re-canonicalised from their JSON text, so a peer that stored the same values
+ * with different whitespace or key order still computes the same hash. This is the definition.
+ */
+export function eventHash(prevHash: string, fields: HashedFields): string {
+  return sha256Hex(
+    prevHash,
+    hashBody(fields, canonicalJson(JSON.parse(fields.actor_json)), canonicalJson(JSON.parse(fields.payload_json))),
+  );
+}
+
+/**
+ * The same hash for fields whose actor_json and payload_json are already canonical (everything the
+ * core writes is): it skips re-parsing, which is most of the cost of an append.
+ */
+export function eventHashOfCanonical(prevHash: string, fields: HashedFields): string {
+  return sha256Hex(prevHash, hashBody(fields, fields.actor_json, fields.payload_json));
+}
+
+function hashBody(fields: HashedFields, actorCanonical: string, payloadCanonical: string): string {
+  // canonicalJson of the 6-tuple, written out: numbers and strings as JSON.stringify writes them.
+  return `[${JSON.stringify(fields.seq)},${JSON.stringify(fields.event_id)},${JSON.stringify(fields.kind)},${actorCanonical},${JSON.stringify(fields.epoch)},${payloadCanonical}]`;
+}
+
+function sha256Hex(prevHash: string, body: string): string {
+  return createHash("sha256").update(prevHash, "utf8").update(body, "utf8").digest("hex");
+}
+
+/** Does `event.hash` chain from `prevHash`? False (never a throw) for unparsable JSON. */
+export function hashChains(prevHash: string, event: RoomEvent): boolean {
+  if (eventHashOfCanonical(prevHash, event) === event.hash) return true;
+  try {
+    return eventHash(prevHash, event) === event.hash;
+  } catch {
+    return false;
+  }
+}
+
+export type ChainCheck = { ok: true; last_hash: string } | { ok: false; seq: number; problem: "gap" | "hash_mismatch"; detail: string };
+
+/**
+ * Verifies that `events` are dense from `prevSeq + 1` and that each hash chains from the one before,
+ * starting at `prevHash` (GENESIS_HASH when prevSeq is 0). Returns the first problem found.
+ */
+export function verifyChain(events: readonly RoomEvent[], prevSeq: number, prevHash: string): ChainCheck {
+  let expectedSeq = prevSeq + 1;
+  let hash = prevHash;
+  for (const event of events) {
+    if (event.seq !== expectedSeq) {
+      return { ok: false, seq: event.seq, problem: "gap", detail: `expected seq ${expectedSeq}, found ${event.seq}` };
+    }
+    if (!hashChains(hash, event)) {
+      return { ok: false, seq: event.seq, problem: "hash_mismatch", detail: `event ${event.event_id} at seq ${event.seq} does not chain` };
+    }
+    hash = event.hash;
+    expectedSeq++;
+  }
+  return { ok: true, last_hash: hash };
+}

@@ -1,0 +1,17 @@
+/**
+ * Public surface of the replicated-rooms core (§3): pure functions, no I/O, clock and ids as inputs.
+ * See README.md in this folder for the contract the store and adapters build on.
+ */
+export * from "./append.js";
+export * from "./authority.js";
+export * from "./canonical-json.js";
+export * from "./hash-chain.js";
+export * from "./invariants.js";
+export * from "./limits.js";
+export * from "./lineage.js";
+export * from "./log-page.js";
+export * from "./refusal.js";
+export * from "./replication.js";
+export * from "./room-state.js";
+export * from "./types.js";
+export * from "./validation.js";

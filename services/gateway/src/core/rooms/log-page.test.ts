@@ -1,0 +1,120 @@
+import { describe, expect, it } from "vitest";
+import { planAppendBatch } from "./append.js";
+import { DEFAULT_LOG_LIMIT, DEFAULT_PAGE_MAX_BYTES, MAX_LOG_LIMIT } from "./limits.js";
+import { buildLogPage, eventWireBytes, planLogRead } from "./log-page.js";
+import { planCreateRoom } from "./room-state.js";
+import type { RoomEvent, RoomState } from "./types.js";
+import type { LogRead } from "./validation.js";
+
+const NOW = "2025-01-01T00:00:00.000Z";
+
+function room(messages: number, text = (i: number) => `message ${i}`): { state: RoomState; events: RoomEvent[] } {
+  const created = planCreateRoom({
+    room_id: "r1",
+    name: "Room",
+    members: [
+      { member_id: "ann", profile: "ann" },
+      { member_id: "bob", profile: "bob" },
+    ],
+    self_gateway_id: "A",
+    now: NOW,
+    retired: false,
+    exists: false,
+  });
+  if (!created.ok) throw new Error(created.refusal.message);
+  const items = Array.from({ length: messages }, (_, i) => ({
+    request: {
+      origin: "client" as const,
+      event_id: `m${i + 2}`,
+      kind: "message.user",
+      actor: { kind: "user" as const, id: "u" },
+      payload: { text: text(i + 2) },
+    },
+    stored: null,
+  }));
+  const plan = planAppendBatch(created.state, items, NOW);
+  return { state: plan.state, events: [created.event, ...plan.appended] };
+}
+
+/** What a store does: read prev and `limit` events after since_seq. */
+function page(state: RoomState, events: RoomEvent[], read: LogRead) {
+  const prev = read.since_seq > 0 ? events[read.since_seq - 1]! : null;
+  return buildLogPage(state, read, prev, events.slice(read.since_seq, read.since_seq + read.limit));
+}
+
+describe("planLogRead", () => {
+  it("applies the defaults", () => {
+    const { state } = room(3);
+    expect(planLogRead(state, {})).toEqual({
+      ok: true,
+      value: { since_seq: 0, limit: DEFAULT_LOG_LIMIT, max_bytes: DEFAULT_PAGE_MAX_BYTES },
+    });
+  });
+
+  it("bounds limit to 1..500", () => {
+    const { state } = room(3);
+    expect(planLogRead(state, { limit: MAX_LOG_LIMIT }).ok).toBe(true);
+    expect(planLogRead(state, { limit: MAX_LOG_LIMIT + 1 })).toMatchObject({ ok: false, refusal: { reason: "invalid_params" } });
+    expect(planLogRead(state, { limit: 0 })).toMatchObject({ ok: false, refusal: { reason: "invalid_params" } });
+  });
+
+  it("refuses since_seq beyond the log with cursor_conflict, telling where the log ends", () => {
+    const { state } = room(3);
+    expect(planLogRead(state, { since_seq: 4 }).ok).toBe(true);
+    expect(planLogRead(state, { since_seq: 5 })).toMatchObject({
+      ok: false,
+      refusal: { reason: "cursor_conflict", data: { since_seq: 5, latest_seq: 4, authority: { gateway_id: "A", epoch: 1 } } },
+    });
+  });
+});
+
+describe("buildLogPage", () => {
+  it("pages by count with cursor, has_more, latest_seq, authority, lineage and prev", () => {
+    const { state, events } = room(9);
+    const first = page(state, events, { since_seq: 0, limit: 4, max_bytes: DEFAULT_PAGE_MAX_BYTES });
+    expect(first.events.map((e) => e.seq)).toEqual([1, 2, 3, 4]);
+    expect(first).toMatchObject({
+      room_id: "r1",
+      cursor: 4,
+      latest_seq: 10,
+      has_more: true,
+      prev: null,
+      authority: { gateway_id: "A", epoch: 1 },
+    });
+    expect(first.lineage).toEqual([{ epoch: 1, gateway_id: "A", start_seq: 1 }]);
+    const second = page(state, events, { since_seq: first.cursor, limit: 4, max_bytes: DEFAULT_PAGE_MAX_BYTES });
+    expect(second.events.map((e) => e.seq)).toEqual([5, 6, 7, 8]);
+    expect(second.prev).toEqual({ seq: 4, epoch: 1, hash: events[3]!.hash });
+    const last = page(state, events, { since_seq: second.cursor, limit: 4, max_bytes: DEFAULT_PAGE_MAX_BYTES });
+    expect(last.events.map((e) => e.seq)).toEqual([9, 10]);
+    expect(last).toMatchObject({ cursor: 10, has_more: false });
+    const empty = page(state, events, { since_seq: 10, limit: 4, max_bytes: DEFAULT_PAGE_MAX_BYTES });
+    expect(empty).toMatchObject({ events: [], cursor: 10, has_more: false, prev: { seq: 10 } });
+  });
+
+  it("pages by bytes, but always returns at least one event", () => {
+    const { state, events } = room(6, () => "x".repeat(3000));
+    const size = eventWireBytes(events[1]!);
+    const byBytes = page(state, events, { since_seq: 1, limit: 500, max_bytes: size * 2 + 10 });
+    expect(byBytes.events.map((e) => e.seq)).toEqual([2, 3]);
+    expect(byBytes.has_more).toBe(true);
+    const tiny = page(state, events, { since_seq: 1, limit: 500, max_bytes: 1024 });
+    expect(tiny.events.map((e) => e.seq)).toEqual([2]);
+    const total = tiny.events.reduce((sum, e) => sum + eventWireBytes(e), 0);
+    expect(total).toBeGreaterThan(1024);
+  });
+
+  it("keeps a full page of 500 small events under the default 2 MiB", () => {
+    const { state, events } = room(600);
+    const full = page(state, events, { since_seq: 0, limit: 500, max_bytes: DEFAULT_PAGE_MAX_BYTES });
+    expect(full.events).toHaveLength(500);
+    expect(full.events.reduce((sum, e) => sum + eventWireBytes(e), 0)).toBeLessThanOrEqual(DEFAULT_PAGE_MAX_BYTES);
+  });
+
+  it("fails loudly when the store hands over a log that is not dense or lacks prev", () => {
+    const { state, events } = room(5);
+    const read = { since_seq: 1, limit: 10, max_bytes: DEFAULT_PAGE_MAX_BYTES };
+    expect(() => buildLogPage(state, read, events[0]!, [events[1]!, events[3]!])).toThrow(/not dense/);
+    expect(() => buildLogPage(state, read, null, events.slice(1))).toThrow(/no event at seq 1/);
+  });
+});

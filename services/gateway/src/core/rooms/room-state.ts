@@ -1,0 +1,194 @@
+import { canonicalJson } from "./canonical-json.js";
+import { eventHashOfCanonical, GENESIS_HASH } from "./hash-chain.js";
+import { type Refusal, refusal } from "./refusal.js";
+import type { Actor, Authority, EventKind, RoomEvent, RoomState, SafetyStatus } from "./types.js";
+import { checkId, checkMembers, checkRoomName, type Member } from "./validation.js";
+
+/** Actor of room lifecycle events. */
+export const ROOM_CONTROL_ACTOR: Actor = { kind: "system", id: "room-control" };
+/** Actor of authority.claimed / authority.lost. */
+export const AUTHORITY_CONTROL_ACTOR: Actor = { kind: "system", id: "authority-control" };
+
+export interface UnsealedEvent {
+  room_id: string;
+  seq: number;
+  event_id: string;
+  kind: EventKind;
+  actor_json: string;
+  epoch: number;
+  payload_json: string;
+  created_at: string;
+}
+
+/**
+ * Fills in the hash of an event that chains from `prevHash`. `actor_json` and `payload_json` must be
+ * canonical JSON (as checkActor, checkPayload and canonicalJson produce).
+ */
+export function sealEvent(event: UnsealedEvent, prevHash: string): RoomEvent {
+  return { ...event, hash: eventHashOfCanonical(prevHash, event) };
+}
+
+/** A server-written event at the head of the log of an authority (seq = last_seq + 1, epoch = its own). */
+export function nextServerEvent(
+  state: RoomState,
+  fields: { event_id: string; kind: EventKind; actor: Actor; payload: Record<string, unknown>; epoch?: number },
+  now: string,
+): RoomEvent {
+  return sealEvent(
+    {
+      room_id: state.room_id,
+      seq: state.last_seq + 1,
+      event_id: fields.event_id,
+      kind: fields.kind,
+      actor_json: canonicalJson(fields.actor),
+      epoch: fields.epoch ?? state.authority.epoch,
+      payload_json: canonicalJson(fields.payload),
+      created_at: now,
+    },
+    state.last_hash,
+  );
+}
+
+export function roleFor(selfGatewayId: string, authority: Authority): RoomState["role"] {
+  return authority.gateway_id === selfGatewayId ? "authority" : "replica";
+}
+
+export interface CreateRoomInput {
+  room_id: unknown;
+  name: unknown;
+  members: unknown;
+  self_gateway_id: string;
+  now: string;
+  /** The store found the id in the retired-id table (a disbanded room): re-creating it is refused. */
+  retired: boolean;
+  /** The store already holds a room (authority or replica) with this id. */
+  exists: boolean;
+}
+
+export type CreateRoomPlan =
+  | { ok: true; state: RoomState; event: RoomEvent; name: string; members: Member[] }
+  | { ok: false; refusal: Refusal };
+
+/**
+ * `groups.create` on this gateway: epoch 1, lineage [(1, self, 1)] and `room.created` at seq 1 with
+ * `{name, members}`. The caller generates a room id (from its injected id source) when the client gave none.
+ */
+export function planCreateRoom(input: CreateRoomInput): CreateRoomPlan {
+  const roomId = checkId(input.room_id, "room_id");
+  if (!roomId.ok) return roomId;
+  const name = checkRoomName(input.name);
+  if (!name.ok) return name;
+  const members = checkMembers(input.members);
+  if (!members.ok) return members;
+  if (input.retired) {
+    return {
+      ok: false,
+      refusal: refusal("room_retired", `room id ${roomId.value} belongs to a disbanded room and cannot be reused; pick another id`, {
+        room_id: roomId.value,
+      }),
+    };
+  }
+  if (input.exists) {
+    return {
+      ok: false,
+      refusal: refusal("already_exists", `room ${roomId.value} already exists on this gateway`, { room_id: roomId.value }),
+    };
+  }
+  const authority = { gateway_id: input.self_gateway_id, epoch: 1 };
+  const empty = emptyRoomState(roomId.value, input.self_gateway_id, authority);
+  const event = nextServerEvent(
+    empty,
+    {
+      event_id: "system:room-created",
+      kind: "room.created",
+      actor: ROOM_CONTROL_ACTOR,
+      payload: { name: name.value, members: members.value },
+    },
+    input.now,
+  );
+  const state: RoomState = {
+    ...empty,
+    lineage: [{ epoch: 1, gateway_id: input.self_gateway_id, start_seq: 1 }],
+    last_seq: 1,
+    last_hash: event.hash,
+    latest_seq: 1,
+    max_epoch_seen: 1,
+  };
+  return { ok: true, state, event, name: name.value, members: members.value };
+}
+
+function emptyRoomState(roomId: string, selfGatewayId: string, authority: Authority): RoomState {
+  return {
+    room_id: roomId,
+    self_gateway_id: selfGatewayId,
+    role: roleFor(selfGatewayId, authority),
+    authority,
+    lineage: [],
+    last_seq: 0,
+    last_hash: GENESIS_HASH,
+    latest_seq: 0,
+    max_epoch_seen: authority.epoch,
+    fenced_by: null,
+    disbanded: false,
+    safety_status: "passive",
+    safety_reason: null,
+  };
+}
+
+/**
+ * A replica that holds nothing yet and will pull from `sourceGatewayId`. Its authority epoch is 0
+ * ("not known"): the first page's lineage establishes it.
+ */
+export function newReplicaState(roomId: string, selfGatewayId: string, sourceGatewayId: string): RoomState {
+  return emptyRoomState(roomId, selfGatewayId, { gateway_id: sourceGatewayId, epoch: 0 });
+}
+
+/**
+ * `caught_up` as §3.3 defines it: last_seq ≥ latest_seq of the last page. False before the first page
+ * of the current authority (latest_seq 0: every room log has at least `room.created`).
+ */
+export function isCaughtUp(state: RoomState): boolean {
+  if (state.role === "authority") return true;
+  return state.latest_seq > 0 && state.last_seq >= state.latest_seq;
+}
+
+/** `groups.replica_state` result. */
+export interface ReplicaStateView {
+  room_id: string;
+  authority: Authority;
+  last_seq: number;
+  latest_seq: number;
+  caught_up: boolean;
+  safety_status: SafetyStatus;
+  safety_reason: string | null;
+}
+
+export function replicaStateView(state: RoomState): ReplicaStateView {
+  return {
+    room_id: state.room_id,
+    authority: { ...state.authority },
+    last_seq: state.last_seq,
+    latest_seq: state.latest_seq,
+    caught_up: isCaughtUp(state),
+    safety_status: state.safety_status,
+    safety_reason: state.safety_reason,
+  };
+}
+
+/**
+ * Operator action: clear `quarantined` or `diverged` after looking at the reason (and the preserved
+ * branch). A fenced room is not released here: it leaves `fenced` by demote (or promote).
+ */
+export function releaseSafety(state: RoomState): { ok: true; state: RoomState } | { ok: false; refusal: Refusal } {
+  if (state.safety_status === "fenced") {
+    return {
+      ok: false,
+      refusal: refusal(
+        "authority_conflict",
+        `room ${state.room_id} is fenced by ${state.fenced_by?.gateway_id}@${state.fenced_by?.epoch}; demote this gateway (or promote it again) instead`,
+        { authority: state.fenced_by },
+      ),
+    };
+  }
+  return { ok: true, state: { ...state, safety_status: "passive", safety_reason: null } };
+}

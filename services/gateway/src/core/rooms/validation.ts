@@ -1,0 +1,348 @@
+import { ID_RULE } from "@hermes/common";
+import { z } from "zod";
+import { canonicalJson, NotJsonError, utf8Bytes } from "./canonical-json.js";
+import {
+  MAX_ACTOR_BYTES,
+  MAX_ID_CHARS,
+  MAX_LOG_LIMIT,
+  MAX_MEMBERS,
+  MAX_NAME_CHARS,
+  MAX_PAYLOAD_BYTES,
+  MAX_TEXT_BYTES,
+  MIN_LOG_LIMIT,
+  MIN_MEMBERS,
+  MIN_PAGE_MAX_BYTES,
+} from "./limits.js";
+import { type Refusal, refusal } from "./refusal.js";
+import { type Actor, type ActorKind, EVENT_KINDS, type EventKind } from "./types.js";
+
+/** Either the checked value or the refusal that explains what is wrong with the input. */
+export type Checked<T> = { ok: true; value: T } | { ok: false; refusal: Refusal };
+
+const ok = <T>(value: T): Checked<T> => ({ ok: true, value });
+const no = <T>(r: Refusal): Checked<T> => ({ ok: false, refusal: r });
+
+const ID_RE = new RegExp(ID_RULE);
+
+/** Ids (room, event, gateway, member, thread): ≤128 chars of `[A-Za-z0-9._:@-]`, starting alphanumeric. */
+export function checkId(value: unknown, field: string): Checked<string> {
+  if (typeof value !== "string" || value.length === 0) {
+    return no(refusal("invalid_params", `${field} is required and must be a non-empty string`, { field }));
+  }
+  if (value.length > MAX_ID_CHARS) {
+    return no(
+      refusal("invalid_params", `${field} is ${value.length} characters; ids are at most ${MAX_ID_CHARS}`, {
+        field,
+        limit: MAX_ID_CHARS,
+        actual: value.length,
+      }),
+    );
+  }
+  if (!ID_RE.test(value)) {
+    return no(
+      refusal("invalid_params", `${field} ${JSON.stringify(value)} is not a valid id: it must match ${ID_RULE}`, {
+        field,
+        rule: ID_RULE,
+      }),
+    );
+  }
+  return ok(value);
+}
+
+function codePoints(text: string): number {
+  let count = 0;
+  for (const _ of text) count++;
+  return count;
+}
+
+// C0/C1 control characters, which would corrupt a terminal listing of rooms.
+const CONTROL_RE = /[\u0000-\u001f\u007f-\u009f]/;
+
+/** Room names: 1–200 code points, not blank, no control characters. */
+export function checkRoomName(value: unknown): Checked<string> {
+  if (typeof value !== "string" || value.trim().length === 0) {
+    return no(refusal("invalid_params", "name is required: give the room a name", { field: "name" }));
+  }
+  const length = codePoints(value);
+  if (length > MAX_NAME_CHARS) {
+    return no(
+      refusal("invalid_params", `name is ${length} characters; the limit is ${MAX_NAME_CHARS}`, {
+        field: "name",
+        limit: MAX_NAME_CHARS,
+        actual: length,
+      }),
+    );
+  }
+  if (CONTROL_RE.test(value)) {
+    return no(refusal("invalid_params", "name contains control characters; use plain text", { field: "name" }));
+  }
+  return ok(value);
+}
+
+/** A member of a discussion room: a profile (bot), possibly on another gateway. */
+export interface Member {
+  member_id: string;
+  profile: string;
+  gateway_id?: string;
+  display_name?: string;
+}
+
+const memberSchema = z
+  .object({
+    member_id: z.string(),
+    profile: z.string(),
+    gateway_id: z.string().optional(),
+    display_name: z.string().max(MAX_NAME_CHARS).optional(),
+  })
+  .strict();
+
+/** Members: 2–6 objects with valid, distinct member ids. */
+export function checkMembers(value: unknown): Checked<Member[]> {
+  if (!Array.isArray(value)) {
+    return no(refusal("invalid_params", "members must be a list of {member_id, profile}", { field: "members" }));
+  }
+  if (value.length < MIN_MEMBERS || value.length > MAX_MEMBERS) {
+    return no(
+      refusal("invalid_params", `a room has ${MIN_MEMBERS}–${MAX_MEMBERS} members; ${value.length} given`, {
+        field: "members",
+        min: MIN_MEMBERS,
+        max: MAX_MEMBERS,
+        actual: value.length,
+      }),
+    );
+  }
+  const members: Member[] = [];
+  const seen = new Set<string>();
+  for (const [index, raw] of value.entries()) {
+    const parsed = memberSchema.safeParse(raw);
+    if (!parsed.success) {
+      return no(
+        refusal("invalid_params", `members[${index}] must be {member_id, profile, gateway_id?, display_name?}`, { field: "members" }),
+      );
+    }
+    for (const field of ["member_id", "profile", "gateway_id"] as const) {
+      const id = parsed.data[field];
+      if (id === undefined) continue;
+      const checked = checkId(id, `members[${index}].${field}`);
+      if (!checked.ok) return no(checked.refusal);
+    }
+    if (seen.has(parsed.data.member_id)) {
+      return no(refusal("invalid_params", `member ${parsed.data.member_id} is listed twice`, { field: "members" }));
+    }
+    seen.add(parsed.data.member_id);
+    members.push(parsed.data);
+  }
+  return ok(members);
+}
+
+function checkText(value: unknown, field: string): Checked<string> {
+  if (typeof value !== "string" || value.length === 0) {
+    return no(refusal("invalid_params", `${field} is required and must be non-empty text`, { field }));
+  }
+  const bytes = utf8Bytes(value);
+  if (bytes > MAX_TEXT_BYTES) {
+    return no(
+      refusal("payload_too_large", `${field} is ${bytes} bytes; the limit is ${MAX_TEXT_BYTES} (64 KiB). Split it into several messages.`, {
+        field,
+        limit: MAX_TEXT_BYTES,
+        actual: bytes,
+      }),
+    );
+  }
+  return ok(value);
+}
+
+/** Canonical JSON of a value that must be a plain object, or a refusal. */
+function canonicalObject(value: unknown, field: string, limitBytes: number): Checked<string> {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    return no(refusal("invalid_params", `${field} must be a JSON object`, { field }));
+  }
+  let json: string;
+  try {
+    json = canonicalJson(value);
+  } catch (err) {
+    if (err instanceof NotJsonError) return no(refusal("invalid_params", `${field}: ${err.message}`, { field }));
+    throw err;
+  }
+  const bytes = utf8Bytes(json);
+  if (bytes > limitBytes) {
+    return no(
+      refusal("payload_too_large", `${field} is ${bytes} bytes of JSON; the limit is ${limitBytes}`, {
+        field,
+        limit: limitBytes,
+        actual: bytes,
+      }),
+    );
+  }
+  return ok(json);
+}
+
+/** The kind of actor allowed to write each event kind (the actor of every kind but message.user is server-set). */
+export const ACTOR_KIND_OF: Record<EventKind, ActorKind> = {
+  "room.created": "system",
+  "room.renamed": "system",
+  "room.members_changed": "system",
+  "room.disbanded": "system",
+  "message.user": "user",
+  "message.member": "member",
+  "turn.started": "gateway",
+  "turn.settled": "gateway",
+  "turn.failed": "gateway",
+  "authority.claimed": "system",
+  "authority.lost": "system",
+};
+
+export function isEventKind(value: unknown): value is EventKind {
+  return typeof value === "string" && (EVENT_KINDS as readonly string[]).includes(value);
+}
+
+const ACTOR_KINDS = new Set<string>(["user", "member", "gateway", "system"]);
+const ACTOR_OPTIONAL_FIELDS = new Set(["display_name", "profile", "connection_id"]);
+
+/**
+ * Canonical actor JSON for an event kind, checking the actor kind the event kind requires. Written
+ * by hand rather than with zod: it runs on every append and is a hot path of group commit.
+ */
+export function checkActor(kind: EventKind, actor: unknown): Checked<string> {
+  const shape = () => refusal("invalid_params", "actor must be {kind, id, display_name?, profile?, connection_id?}", { field: "actor" });
+  if (actor === null || typeof actor !== "object" || Array.isArray(actor)) return no(shape());
+  const record = actor as Record<string, unknown>;
+  for (const key of Object.keys(record)) {
+    if (key === "kind" || key === "id") continue;
+    if (!ACTOR_OPTIONAL_FIELDS.has(key)) return no(shape());
+    const value = record[key];
+    if (value === undefined) continue;
+    if (typeof value !== "string" || value.length > MAX_NAME_CHARS) return no(shape());
+  }
+  if (typeof record.kind !== "string" || !ACTOR_KINDS.has(record.kind)) return no(shape());
+  const idChecked = checkId(record.id, "actor.id");
+  if (!idChecked.ok) return no(idChecked.refusal);
+  const required = ACTOR_KIND_OF[kind];
+  if (record.kind !== required) {
+    return no(
+      refusal("invalid_params", `${kind} events are written by a ${required} actor, not a ${record.kind}`, {
+        field: "actor",
+        kind,
+        required_actor_kind: required,
+      }),
+    );
+  }
+  return canonicalObject(record satisfies Partial<Actor>, "actor", MAX_ACTOR_BYTES);
+}
+
+/**
+ * Canonical payload JSON for an event kind. `message.user` is exactly `{text, thread_id?}`; room
+ * kinds are checked for their fields; other server kinds only need to be a bounded JSON object.
+ */
+export function checkPayload(kind: EventKind, payload: unknown): Checked<string> {
+  if (payload === null || typeof payload !== "object" || Array.isArray(payload)) {
+    return no(refusal("invalid_params", "payload must be a JSON object", { field: "payload" }));
+  }
+  const record = payload as Record<string, unknown>;
+  switch (kind) {
+    case "message.user": {
+      if (Object.keys(record).some((key) => key !== "text" && key !== "thread_id")) {
+        return no(refusal("invalid_params", "a message payload is exactly {text, thread_id?}", { field: "payload" }));
+      }
+      const text = checkText(record.text, "payload.text");
+      if (!text.ok) return no(text.refusal);
+      if (record.thread_id !== undefined) {
+        const thread = checkId(record.thread_id, "payload.thread_id");
+        if (!thread.ok) return no(thread.refusal);
+      }
+      break;
+    }
+    case "message.member": {
+      const text = checkText(record.text, "payload.text");
+      if (!text.ok) return no(text.refusal);
+      break;
+    }
+    case "room.created": {
+      const name = checkRoomName(record.name);
+      if (!name.ok) return no(name.refusal);
+      const members = checkMembers(record.members);
+      if (!members.ok) return no(members.refusal);
+      break;
+    }
+    case "room.renamed": {
+      const name = checkRoomName(record.name);
+      if (!name.ok) return no(name.refusal);
+      break;
+    }
+    case "room.members_changed": {
+      const members = checkMembers(record.members);
+      if (!members.ok) return no(members.refusal);
+      break;
+    }
+    default:
+      break;
+  }
+  return canonicalObject(record, "payload", MAX_PAYLOAD_BYTES);
+}
+
+/** `groups.send` params as a client sends them (validated at the adapter edge). */
+export const sendParamsSchema = z
+  .object({
+    room_id: z.string(),
+    event_id: z.string(),
+    payload: z.object({ text: z.string(), thread_id: z.string().optional() }).strict(),
+    expected_latest_seq: z.number().int().nonnegative().optional(),
+  })
+  .strict();
+export type SendParams = z.infer<typeof sendParamsSchema>;
+
+/** Parses raw `groups.send` params: shape by zod, ids and limits by the checks above. */
+export function checkSendParams(raw: unknown): Checked<SendParams> {
+  const parsed = sendParamsSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue && issue.path.length > 0 ? issue.path.join(".") : "params";
+    return no(
+      refusal(
+        "invalid_params",
+        `${where}: ${issue?.message ?? "invalid"}; send {room_id, event_id, payload: {text, thread_id?}, expected_latest_seq?}`,
+        {
+          field: where,
+        },
+      ),
+    );
+  }
+  const room = checkId(parsed.data.room_id, "room_id");
+  if (!room.ok) return no(room.refusal);
+  const event = checkId(parsed.data.event_id, "event_id");
+  if (!event.ok) return no(event.refusal);
+  const payload = checkPayload("message.user", parsed.data.payload);
+  if (!payload.ok) return no(payload.refusal);
+  return ok(parsed.data);
+}
+
+export interface LogRead {
+  since_seq: number;
+  limit: number;
+  max_bytes: number;
+}
+
+/** `groups.log` bounds: since_seq ≥ 0, limit 1..500, max_bytes ≥ 1 KiB (defaults applied by the caller). */
+export function checkLogRead(read: LogRead): Checked<LogRead> {
+  if (!Number.isSafeInteger(read.since_seq) || read.since_seq < 0) {
+    return no(refusal("invalid_params", `since_seq must be an integer ≥ 0, got ${read.since_seq}`, { field: "since_seq" }));
+  }
+  if (!Number.isSafeInteger(read.limit) || read.limit < MIN_LOG_LIMIT || read.limit > MAX_LOG_LIMIT) {
+    return no(
+      refusal("invalid_params", `limit must be ${MIN_LOG_LIMIT}..${MAX_LOG_LIMIT}, got ${read.limit}`, {
+        field: "limit",
+        min: MIN_LOG_LIMIT,
+        max: MAX_LOG_LIMIT,
+      }),
+    );
+  }
+  if (!Number.isSafeInteger(read.max_bytes) || read.max_bytes < MIN_PAGE_MAX_BYTES) {
+    return no(
+      refusal("invalid_params", `max_bytes must be an integer ≥ ${MIN_PAGE_MAX_BYTES}, got ${read.max_bytes}`, {
+        field: "max_bytes",
+        min: MIN_PAGE_MAX_BYTES,
+      }),
+    );
+  }
+  return ok(read);
+}

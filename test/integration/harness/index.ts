@@ -1,0 +1,18 @@
+// The integration harness: import everything from here.
+
+export { grpcHealth, type ServingStatus } from "./grpc-health.js";
+export { Ledger, type LedgerVerdict, type ObservedEvent, type SendRecord } from "./ledger.js";
+export { Mesh, type MeshOptions, useMesh } from "./mesh.js";
+export type { NatTopology } from "./nat.js";
+export {
+  GATEWAY_GRPC_PORT,
+  GATEWAY_HTTP_PORT,
+  GatewayNode,
+  type GatewayOptions,
+  type MeshNetwork,
+  MeshNode,
+  RELAY_GRPC_PORT,
+  RELAY_HTTP_PORT,
+  RelayNode,
+} from "./node.js";
+export { currentRun, type IntegrationRun } from "./run-context.js";
