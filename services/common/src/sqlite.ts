@@ -45,12 +45,16 @@ export function databaseError(err: unknown, label: string, path: string): Hermes
   return new HermesError("internal", `${label} at ${path}: ${message}`, { data: { database: path }, cause: err });
 }
 
-/** Applies pending migrations, each in its own transaction; refuses a schema newer than this build. */
-export function migrate(db: Db, migrations: readonly Migration[], label: string, path: string): number {
-  const known = migrations.length === 0 ? 0 : Math.max(...migrations.map((m) => m.version));
+function knownVersion(migrations: readonly Migration[], label: string): number {
   migrations.forEach((m, i) => {
     if (m.version !== i + 1) throw new Error(`${label}: migrations must be numbered 1..n in order (found ${m.version} at ${i + 1})`);
   });
+  return migrations.length;
+}
+
+/** Refuses a file whose schema is newer than this build knows, before anything touches it. */
+function assertKnownSchema(db: Db, migrations: readonly Migration[], label: string, path: string): void {
+  const known = knownVersion(migrations, label);
   const current = db.pragma("user_version", { simple: true }) as number;
   if (current > known) {
     throw new HermesError(
@@ -59,13 +63,19 @@ export function migrate(db: Db, migrations: readonly Migration[], label: string,
       { data: { database: path, version: current, known } },
     );
   }
+}
+
+/** Applies pending migrations, each in its own transaction; refuses a schema newer than this build. */
+export function migrate(db: Db, migrations: readonly Migration[], label: string, path: string): number {
+  assertKnownSchema(db, migrations, label, path);
+  const current = db.pragma("user_version", { simple: true }) as number;
   for (const m of migrations.filter((x) => x.version > current)) {
     db.transaction(() => {
       m.up(db);
       db.pragma(`user_version = ${m.version}`);
     }).immediate();
   }
-  return known;
+  return knownVersion(migrations, label);
 }
 
 /**
@@ -77,6 +87,8 @@ export function openDatabase(path: string, options: OpenOptions): Db {
   try {
     db = new Database(path, { readonly: options.readonly ?? false });
     db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+    // Reading the version also proves the file is a database; both before any write to it.
+    assertKnownSchema(db, options.migrations, options.label, path);
     if (!options.readonly) {
       const mode = db.pragma("journal_mode = WAL", { simple: true });
       if (mode !== "wal") throw new Error(`could not switch to WAL (journal_mode is ${String(mode)})`);

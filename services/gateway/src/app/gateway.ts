@@ -156,7 +156,7 @@ export class Gateway {
           }
         },
         collisions: (o, n) => routing.collisions(o, n),
-        rekeyProfile: (o, n) => routing.rekeyProfile(o, n),
+        rekeyProfile: (o, n) => routing.rekeyProfile(o, n, { persisted: true }),
         removeProfile: (n) => routing.removeProfile(n),
         flush: persistRouting,
       };

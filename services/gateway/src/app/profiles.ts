@@ -1,4 +1,4 @@
-import { cpSync, existsSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
+import { cpSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import {
   assertProfileName,
@@ -64,6 +64,8 @@ export interface ProfileLifecycle {
 }
 
 const DISPLAY_NAME_MAX = 64;
+/** Left in a renamed profile's folder while its identity migration is unfinished; holds the old name. */
+const PENDING_MIGRATION_FILE = ".identity-migration-pending";
 /** Files copied by --clone-from: configuration and persona; never sessions or transcripts. */
 const CLONED_FILES = ["config.yaml", "SOUL.md", ".env"];
 
@@ -232,7 +234,27 @@ export class ProfileService {
     }
     const moved = this.routing.rekeyProfile(oldName, newName);
     this.routing.flush();
+    rmSync(this.pendingMarker(newName), { force: true });
     return { ok: true, counts, routing_in_memory: moved, error: "", database: "" };
+  }
+
+  private pendingMarker(name: string): string {
+    return join(this.home.profileDir(name), PENDING_MIGRATION_FILE);
+  }
+
+  /**
+   * Refuses work that would create identity rows under a name whose migration is unfinished
+   * (a rename whose rekey failed): the retry would then collide with them.
+   */
+  assertIdentitySettled(name: string): void {
+    const marker = this.pendingMarker(name);
+    if (!existsSync(marker)) return;
+    const oldName = readFileSync(marker, "utf8").trim();
+    throw new HermesError(
+      "refused",
+      `profile ${name} has an unfinished identity migration from ${oldName}; run: hermes profile migrate-identity ${oldName} ${name} (restart or stop the gateway first if it keeps failing)`,
+      { data: { profile: name, old_name: oldName } },
+    );
   }
 
   rename(oldName: string, newName: string): RenameResult {
@@ -259,7 +281,10 @@ export class ProfileService {
       migration = { ok: false, counts: {}, routing_in_memory: 0, error: e.message, database };
       warning =
         `profile was renamed, but identity migration failed in ${database}: ${e.message}\n` +
-        `  restart the gateway (or stop it), then run:\n    hermes profile migrate-identity ${oldName} ${newName}`;
+        `restart the gateway (or stop it), then run:\n  hermes profile migrate-identity ${oldName} ${newName}`;
+      // Until the retry succeeds, turns under the new name are refused: a fresh Bot Chat created now
+      // would collide with the old one and make the retry impossible.
+      this.home.writeFile(this.pendingMarker(newName), `${oldName}\n`);
     }
     this.lifecycle.profilesChanged?.();
     return { profile: this.info(newName), display_name_only: false, migration, warning };
@@ -291,14 +316,15 @@ export class ProfileService {
     const tombstone = this.home.writeTombstone(name);
     this.profileDbs.close(name);
     rmSync(this.home.profileDir(name), { recursive: true, force: true });
-    this.routing.removeProfile(name);
-    this.routing.flush();
     let purged: TableCounts;
     try {
       purged = purgeProfileState(this.db, name);
     } catch (err) {
       throw databaseError(err, "gateway state.db", this.home.stateDb);
     }
+    // The live index follows the database, so the counts above are what was stored.
+    this.routing.removeProfile(name);
+    this.routing.flush();
     this.lifecycle.profilesChanged?.();
     return { name, purged, tombstone };
   }

@@ -13,6 +13,7 @@ export interface RoutingAccess {
   upsert(entry: RoutingEntry): void;
   /** Keys a rekey old → new would overwrite in the live index (none without a live index). */
   collisions(oldName: string, newName: string): string[];
+  /** Rekeys the live index after the database rows were rewritten (they are not written again). */
   rekeyProfile(oldName: string, newName: string): number;
   removeProfile(name: string): number;
   /** Persists pending changes now. */

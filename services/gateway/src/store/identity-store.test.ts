@@ -147,6 +147,13 @@ describe("rekeyProfileState", () => {
     expect(tableExists(db, "not_created_yet")).toBe(false);
   });
 
+  it("drops the old heartbeat when the new name already has its own (derived status, no collision)", () => {
+    seed("bob");
+    db.prepare("INSERT INTO gateway_heartbeats (profile, gateway_id, pid, state, last_seen_at) VALUES ('robert', 'gw', 2, 'running', ?)").run(T);
+    expect(rekeyProfileState(db, "bob", "robert")).toMatchObject({ sessions: 1 });
+    expect(db.prepare("SELECT profile, pid FROM gateway_heartbeats ORDER BY profile").all()).toEqual([{ profile: "robert", pid: 2 }]);
+  });
+
   it("is a no-op when old and new are equal", () => {
     seed("bob");
     expect(rekeyProfileState(db, "bob", "bob")).toEqual({});

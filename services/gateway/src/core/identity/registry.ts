@@ -30,6 +30,11 @@ export interface IdentityTable {
    * profile; if `new` already owns the same binding, the rekey is refused.
    */
   binding?: { profileColumn: string; bindingColumns: string[] };
+  /**
+   * Rows are derived status (heartbeats) keyed by the profile alone: when `new` already has its
+   * own row, the old one is dropped instead of colliding with it.
+   */
+  replaceable?: boolean;
 }
 
 export const IDENTITY_REGISTRY: IdentityTable[] = [
@@ -56,6 +61,7 @@ export const IDENTITY_REGISTRY: IdentityTable[] = [
     table: "gateway_heartbeats",
     columns: [{ table: "gateway_heartbeats", column: "profile", kind: "plain" }],
     purge: { kind: "delete" },
+    replaceable: true,
   },
   {
     table: "delivery_obligations",
@@ -68,6 +74,36 @@ export const IDENTITY_REGISTRY: IdentityTable[] = [
   {
     table: "profile_aliases",
     columns: [{ table: "profile_aliases", column: "profile_name", kind: "plain" }],
+    purge: { kind: "delete" },
+  },
+  // §3 rooms (store/migrations/002-rooms.ts): the membership handles of this gateway's profiles.
+  // The room log (room.created / members_changed payloads) is hash-chained and never rewritten; old
+  // names keep resolving as aliases there. A deleted profile leaves the rooms (rows deleted).
+  {
+    table: "room_members",
+    columns: [{ table: "room_members", column: "profile", kind: "plain" }],
+    purge: { kind: "delete" },
+  },
+  // §4 deliveries (store/migrations/003-deliveries.ts). The outbox names its sender, the sender's
+  // Bot Chat (where the completion notification goes) and, for local routes, the target profile.
+  // The ingress names the target profile and the session its turn runs in; its sender is stored
+  // qualified (`<profile>@<gateway>`), the sending gateway's statement, so it is not rekeyed here.
+  // A deleted profile's deliveries (sent or received) are purged after pending ones were cancelled.
+  {
+    table: "delivery_outbox",
+    columns: [
+      { table: "delivery_outbox", column: "from_profile", kind: "plain" },
+      { table: "delivery_outbox", column: "sender_session_key", kind: "key-prefix", unique: false },
+      { table: "delivery_outbox", column: "target_profile", kind: "plain" },
+    ],
+    purge: { kind: "delete" },
+  },
+  {
+    table: "delivery_ingress",
+    columns: [
+      { table: "delivery_ingress", column: "target_profile", kind: "plain" },
+      { table: "delivery_ingress", column: "session_key", kind: "key-prefix", unique: false },
+    ],
     purge: { kind: "delete" },
   },
 ];

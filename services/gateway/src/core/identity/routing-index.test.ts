@@ -31,6 +31,15 @@ describe("RoutingIndex", () => {
     expect(index.hasChanges).toBe(false);
   });
 
+  it("after a database rekey only entries with unpersisted changes are written again", () => {
+    const index = RoutingIndex.from([entry("bob", "1"), entry("bob", "2")]);
+    index.upsert({ ...entry("bob", "2"), updated_at: "later" });
+    expect(index.rekeyProfile("bob", "rob", { persisted: true })).toBe(2);
+    const changes = index.takeChanges();
+    expect(changes.deletes).toEqual([]);
+    expect(changes.upserts.map((e) => e.routing_key)).toEqual(["agent:rob:api:dm:2"]);
+  });
+
   it("refuses a collision before mutating anything", () => {
     const index = RoutingIndex.from([entry("bob", "1"), entry("bob", "2"), entry("rob", "2")]);
     expect(() => index.rekeyProfile("bob", "rob")).toThrow(HermesError);

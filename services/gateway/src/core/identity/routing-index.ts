@@ -70,8 +70,10 @@ export class RoutingIndex {
   /**
    * Moves every entry of `old` to `new` (keys, session keys and origin.profile). Refuses with
    * identity_collision before mutating anything if a target key exists. Returns the count moved.
+   * `persisted`: the database rows were already rewritten in the same step (a rename's rekey), so
+   * only entries with unpersisted changes are written again.
    */
-  rekeyProfile(oldName: string, newName: string): number {
+  rekeyProfile(oldName: string, newName: string, options: { persisted?: boolean } = {}): number {
     if (oldName === newName) return 0;
     const clash = this.collisions(oldName, newName);
     if (clash.length > 0) {
@@ -82,13 +84,19 @@ export class RoutingIndex {
     const keys = this.keysOf(oldName);
     for (const key of keys) {
       const entry = this.entries.get(key)!;
-      this.delete(key);
-      this.upsert({
+      const unpersisted = this.dirty.has(key);
+      this.entries.delete(key);
+      this.dirty.delete(key);
+      if (!options.persisted) this.removed.add(key);
+      const moved: RoutingEntry = {
         ...entry,
         routing_key: rekeyRoutingKey(key, oldName, newName),
         session_key: rekeyRoutingKey(entry.session_key, oldName, newName),
         origin: { ...entry.origin, profile: entry.origin.profile === oldName ? newName : entry.origin.profile },
-      });
+      };
+      this.entries.set(moved.routing_key, moved);
+      this.removed.delete(moved.routing_key);
+      if (!options.persisted || unpersisted) this.dirty.add(moved.routing_key);
     }
     return keys.length;
   }

@@ -1,0 +1,217 @@
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { assertBuilt, fileHash, hermes, removeHome, tempHome } from "./support/cli-harness.js";
+
+/** Usage errors, help, configuration refusals and damaged databases: exit codes and messages (§9). */
+
+const homes: string[] = [];
+function newHome(): string {
+  const home = tempHome();
+  homes.push(home);
+  return home;
+}
+
+beforeAll(() => assertBuilt());
+// Tests run concurrently (each has its own home), so homes are removed once all are done.
+afterAll(() => {
+  for (const h of homes) removeHome(h);
+  homes.length = 0;
+});
+
+/** Subcommand names listed under "Commands:" in a help text (without the implicit `help`). */
+function subcommands(help: string): string[] {
+  const section = help.split(/^Commands:\n/m)[1];
+  if (!section) return [];
+  return section
+    .split("\n")
+    .map((line) => /^ {2}([a-z][a-z0-9-]*)\b/.exec(line)?.[1])
+    .filter((name): name is string => name !== undefined && name !== "help");
+}
+
+describe.concurrent("help and usage errors", () => {
+  it("--help on every command (found by walking the help tree) exits 0 and prints usage", async () => {
+    const seen: string[] = [];
+    const walk = async (path: string[]): Promise<void> => {
+      const r = await hermes([...path, "--help"]);
+      expect(r.code, `hermes ${path.join(" ")} --help`).toBe(0);
+      expect(r.stdout, `hermes ${path.join(" ")} --help`).toMatch(/^Usage: hermes/);
+      expect(r.stderr).toBe("");
+      seen.push(path.join(" "));
+      await Promise.all(subcommands(r.stdout).map((c) => walk([...path, c])));
+    };
+    await walk([]);
+    // The commands of the foundation must be among them (the walk finds later ones by itself).
+    expect(seen).toEqual(
+      expect.arrayContaining([
+        "",
+        "gateway",
+        "gateway start",
+        "gateway status",
+        "profile",
+        "profile list",
+        "profile show",
+        "profile create",
+        "profile rename",
+        "profile migrate-identity",
+        "profile delete",
+        "chat",
+      ]),
+    );
+  });
+
+  it("`help CMD` and --version exit 0", async () => {
+    const help = await hermes(["help", "profile"]);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("migrate-identity");
+    const version = await hermes(["--version"]);
+    expect(version.code).toBe(0);
+    expect(version.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
+  });
+
+  it.each([
+    ["an unknown command", ["frobnicate"], /unknown command 'frobnicate'/],
+    ["an unknown subcommand", ["profile", "frobnicate"], /unknown command 'frobnicate'/],
+    ["an unknown option", ["profile", "list", "--frobnicate"], /unknown option '--frobnicate'/],
+    ["an unknown global option", ["--frobnicate", "profile", "list"], /unknown option '--frobnicate'/],
+    ["a missing argument", ["profile", "show"], /missing required argument 'name'/],
+    ["an extra argument", ["profile", "show", "a", "b"], /too many arguments/],
+    ["a missing required option", ["chat"], /required option '-q, --query <text>'/],
+    ["a missing subcommand", ["profile"], /Usage: hermes profile/],
+    ["no command at all", [], /Usage: hermes/],
+  ])("%s exits 2 with a message on stderr", async (_what, args, message) => {
+    const home = newHome();
+    const r = await hermes(args, { home });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(message);
+    expect(readdirSync(home)).toEqual([]);
+  });
+
+  it("chat without -p asks which profile, exit 2", async () => {
+    const r = await hermes(["chat", "-q", "hi"], { home: newHome() });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("pass -p NAME");
+  });
+
+  it("gateway status with no gateway running fails with exit 1 and says how to start one", async () => {
+    const home = newHome();
+    const r = await hermes(["gateway", "status"], { home });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("gateway start");
+  });
+});
+
+describe.concurrent("gateway start refusals", () => {
+  it.each([
+    ["--grpc", ["--grpc", "0.0.0.0:0", "--http", "127.0.0.1:0"], "0.0.0.0:0"],
+    ["--http", ["--grpc", "127.0.0.1:0", "--http", "0.0.0.0:0"], "0.0.0.0:0"],
+  ])("a non-loopback %s without a key exits 2 and says to set API_SERVER_KEY", async (_flag, flags, address) => {
+    const home = newHome();
+    const r = await hermes(["gateway", "start", ...flags], { home, timeoutMs: 15_000 });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("API_SERVER_KEY");
+    expect(r.stderr).toContain(address);
+    expect(r.stdout).not.toContain("gateway ready");
+    expect(existsSync(join(home, "gateway.sock"))).toBe(false);
+  });
+
+  it("a config.yaml with an unknown key exits 2 with one message naming it", async () => {
+    const home = newHome();
+    writeFileSync(join(home, "config.yaml"), "gatway:\n  grpc: 127.0.0.1:0\n");
+    const r = await hermes(["gateway", "start", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"], { home, timeoutMs: 15_000 });
+    expect(r.code).toBe(2);
+    const lines = r.stderr.trim().split("\n");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain('"gatway"');
+    expect(lines[0]).toContain(join(home, "config.yaml"));
+    expect(r.stdout).not.toContain("gateway ready");
+  });
+
+  it("a config.yaml with a bad value names the key path", async () => {
+    const home = newHome();
+    writeFileSync(join(home, "config.yaml"), "gateway:\n  grpc: not-an-address\n");
+    const r = await hermes(["gateway", "start", "--http", "127.0.0.1:0"], { home, timeoutMs: 15_000 });
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    expect(r.stderr).toContain("gateway.grpc");
+  });
+
+  it("a config.yaml that is not YAML exits 2 naming the file", async () => {
+    const home = newHome();
+    writeFileSync(join(home, "config.yaml"), "gateway: [unclosed\n");
+    const r = await hermes(["profile", "list"], { home });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(join(home, "config.yaml"));
+  });
+});
+
+describe.concurrent("damaged or unknown state.db is refused, never reset", () => {
+  function garbageHome(): { home: string; stateDb: string; hash: string } {
+    const home = newHome();
+    const stateDb = join(home, "state.db");
+    // Deterministic garbage, long enough to look like pages.
+    const bytes = Buffer.alloc(16 * 1024);
+    for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 131 + 7) % 251;
+    writeFileSync(stateDb, bytes);
+    return { home, stateDb, hash: fileHash(stateDb) };
+  }
+
+  it.each([
+    ["profile list", ["profile", "list"]],
+    ["profile create", ["profile", "create", "alice"]],
+    ["gateway start", ["gateway", "start", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"]],
+  ])("garbage bytes: %s exits 1 with a clear message and leaves the file as it was", async (_what, args) => {
+    const { home, stateDb, hash } = garbageHome();
+    const r = await hermes(args, { home, timeoutMs: 15_000 });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(stateDb);
+    expect(r.stderr).toContain("not a readable SQLite database");
+    expect(r.stderr).toMatch(/backup/);
+    expect(fileHash(stateDb)).toBe(hash);
+    expect(existsSync(join(home, "profiles", "alice"))).toBe(false);
+    expect(existsSync(join(home, "gateway.sock"))).toBe(false);
+  });
+
+  /** A state.db stamped with a schema version this build does not know, as a newer hermes would leave it. */
+  function newerHome(journal: "wal" | "delete"): { home: string; stateDb: string; hash: string } {
+    const home = newHome();
+    mkdirSync(join(home, "profiles"));
+    const stateDb = join(home, "state.db");
+    const db = new Database(stateDb);
+    db.pragma(`journal_mode = ${journal}`);
+    db.exec("CREATE TABLE from_the_future (x TEXT); INSERT INTO from_the_future VALUES ('keep me');");
+    db.pragma("user_version = 99");
+    db.close();
+    return { home, stateDb, hash: fileHash(stateDb) };
+  }
+
+  it.each(["wal", "delete"] as const)(
+    "a newer PRAGMA user_version (journal_mode %s): exit 1, names both versions, file untouched",
+    async (journal) => {
+      const { home, stateDb, hash } = newerHome(journal);
+      for (const args of [
+        ["profile", "list"],
+        ["gateway", "start", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"],
+      ]) {
+        const r = await hermes(args, { home, timeoutMs: 15_000 });
+        expect(r.code, args.join(" ")).toBe(1);
+        expect(r.stderr).toContain(stateDb);
+        expect(r.stderr).toContain("schema version 99");
+        // Names this build's version too (whatever it is by now: later modules append migrations).
+        const known = /versions up to (\d+)\b/.exec(r.stderr);
+        expect(known, r.stderr).not.toBeNull();
+        expect(Number(known![1])).toBeLessThan(99);
+        expect(r.stderr).toMatch(/Upgrade hermes/i);
+        expect(fileHash(stateDb), `${args.join(" ")} changed the bytes of ${stateDb}`).toBe(hash);
+      }
+      const db = new Database(stateDb, { readonly: true });
+      try {
+        expect(db.pragma("user_version", { simple: true })).toBe(99);
+        expect(db.prepare("SELECT x FROM from_the_future").all()).toEqual([{ x: "keep me" }]);
+      } finally {
+        db.close();
+      }
+    },
+  );
+});
