@@ -154,6 +154,21 @@ describe("rekeyProfileState", () => {
     expect(db.prepare("SELECT profile, pid FROM gateway_heartbeats ORDER BY profile").all()).toEqual([{ profile: "robert", pid: 2 }]);
   });
 
+  it("rewrites a large profile with its indexes rebuilt, and the indexes are back afterwards", () => {
+    const insert = db.prepare(
+      "INSERT INTO sessions (session_id, session_key, profile_name, title, kind, origin_json, created_at, updated_at) VALUES (?, ?, 'big', 't', 'api', ?, ?, ?)",
+    );
+    db.transaction(() => {
+      for (let i = 0; i < 50_001; i++) insert.run(`s${i}`, `agent:big:api:dm:${i}`, JSON.stringify({ profile: "big" }), T, T);
+    })();
+    const indexes = () => db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sessions' ORDER BY name").pluck().all();
+    const before = indexes();
+    expect(rekeyProfileState(db, "big", "huge")).toEqual({ sessions: 50_001 });
+    expect(indexes()).toEqual(before);
+    expect(db.prepare("SELECT count(*) FROM sessions WHERE profile_name = 'huge' AND session_key LIKE 'agent:huge:%'").pluck().get()).toBe(50_001);
+    expect(() => db.prepare("INSERT INTO sessions (session_id, session_key, profile_name, title, kind, origin_json, created_at, updated_at) VALUES ('dup', 'agent:huge:api:dm:7', 'x', 't', 'api', '{}', ?, ?)").run(T, T)).toThrow(/UNIQUE/);
+  });
+
   it("is a no-op when old and new are equal", () => {
     seed("bob");
     expect(rekeyProfileState(db, "bob", "bob")).toEqual({});

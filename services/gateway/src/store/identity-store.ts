@@ -120,24 +120,37 @@ export function rekeyProfileState(db: Db, oldName: string, newName: string, regi
       const byColumn = new Map<string, IdentityColumn[]>();
       for (const c of columns) byColumn.set(c.column, [...(byColumn.get(c.column) ?? []), c]);
       const sets = [...byColumn].map(([column, entries]) => `${q(column)} = ${rewriteExpression(column, entries)}`).join(", ");
-      const changed = db.prepare(`UPDATE ${q(table.table)} SET ${sets} WHERE ${rowsOfOld(columns)}`).run(b).changes;
+      const where = rowsOfOld(columns);
+      const rows = (db.prepare(`SELECT count(*) AS n FROM ${q(table.table)} WHERE ${where}`).get(b) as { n: number }).n;
+      if (rows === 0) continue;
+      const changed = withIndexesRebuiltIfLarge(db, table.table, rows, () =>
+        db.prepare(`UPDATE ${q(table.table)} SET ${sets} WHERE ${where}`).run(b).changes,
+      );
       if (changed > 0) counts[table.table] = changed;
     }
     return counts;
   });
-  // A rename rewrites every index entry of the profile's rows; a larger page cache for that one
-  // transaction keeps the index pages in memory (measured: 10.3 s → 7.6 s for 1M sessions).
-  const cacheSize = db.pragma("cache_size", { simple: true }) as number;
-  db.pragma(`cache_size = ${REKEY_CACHE_KIB}`);
-  try {
-    return run.immediate();
-  } finally {
-    db.pragma(`cache_size = ${cacheSize}`);
-  }
+  return run.immediate();
 }
 
-/** Page cache for a rekey transaction, in KiB (negative = KiB for SQLite): 128 MiB. */
-const REKEY_CACHE_KIB = -131_072;
+/**
+ * Above this many rows, a table's secondary indexes are dropped and rebuilt around the rewrite:
+ * one sorted build is cheaper than a million scattered index updates (1M sessions: 6.4 s → 5.0 s).
+ */
+const REBUILD_INDEXES_ABOVE_ROWS = 50_000;
+
+/** Runs `rewrite` on a table, rebuilding its explicit indexes around it when many rows change. */
+function withIndexesRebuiltIfLarge(db: Db, table: string, rows: number, rewrite: () => number): number {
+  if (rows < REBUILD_INDEXES_ABOVE_ROWS) return rewrite();
+  const indexes = db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL").all(table) as {
+    name: string;
+    sql: string;
+  }[];
+  for (const index of indexes) db.exec(`DROP INDEX ${q(index.name)}`);
+  const changed = rewrite();
+  for (const index of indexes) db.exec(index.sql);
+  return changed;
+}
 
 /**
  * §2.2 purge on delete: removes the profile's identity rows (or marks them, e.g. obligations become

@@ -35,7 +35,7 @@ export const identityMigration: Migration = {
       );
       CREATE TABLE sessions (
         session_id TEXT PRIMARY KEY,
-        session_key TEXT NOT NULL UNIQUE,
+        session_key TEXT NOT NULL,
         profile_name TEXT NOT NULL,
         title TEXT NOT NULL,
         kind TEXT NOT NULL,
@@ -45,6 +45,8 @@ export const identityMigration: Migration = {
         created_at TEXT NOT NULL,
         updated_at TEXT NOT NULL
       );
+      -- An explicit index (not a UNIQUE constraint) so a large rekey can rebuild it.
+      CREATE UNIQUE INDEX sessions_by_key ON sessions(session_key);
       CREATE INDEX sessions_by_profile ON sessions(profile_name);
       CREATE TABLE gateway_routing (
         routing_key TEXT PRIMARY KEY,
