@@ -21,7 +21,14 @@ export default defineConfig({
         resolve: { alias },
         test: {
           name: "unit",
-          include: ["proto/test/**/*.test.ts", "services/*/src/**/*.test.ts", "services/*/test/**/*.test.ts", "infra/test/**/*.test.ts", "bench/**/*.test.ts"],
+          globalSetup: ["test/support/build-once.ts"],
+          include: [
+            "proto/test/**/*.test.ts",
+            "services/*/src/**/*.test.ts",
+            "services/*/test/**/*.test.ts",
+            "infra/test/**/*.test.ts",
+            "bench/**/*.test.ts",
+          ],
           testTimeout: 60_000,
           hookTimeout: 60_000,
           pool: "forks",

@@ -2,11 +2,11 @@
 // Regenerates proto/src/gen from the .proto files with the npm `protoc` binary and ts-proto.
 // `--check` regenerates into a temporary folder and exits 1 when the committed code is stale.
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, mkdirSync, cpSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createRequire } from "node:module";
 
 const protoDir = join(dirname(fileURLToPath(import.meta.url)), "..");
 const root = join(protoDir, "..");
@@ -41,7 +41,15 @@ function generate(outDir) {
   mkdirSync(outDir, { recursive: true });
   execFileSync(
     process.execPath,
-    [protocBin, `--plugin=protoc-gen-ts_proto=${plugin}`, `--ts_proto_out=${outDir}`, `--ts_proto_opt=${TS_PROTO_OPTIONS}`, "-I", protoDir, ...protoFiles(protoDir)],
+    [
+      protocBin,
+      `--plugin=protoc-gen-ts_proto=${plugin}`,
+      `--ts_proto_out=${outDir}`,
+      `--ts_proto_opt=${TS_PROTO_OPTIONS}`,
+      "-I",
+      protoDir,
+      ...protoFiles(protoDir),
+    ],
     { stdio: "inherit" },
   );
 }

@@ -1,7 +1,12 @@
 import { Command, CommanderError, Option } from "commander";
 import { registerChatCommand } from "./commands/chat.js";
+import { registerDeliveriesCommands } from "./commands/deliveries.js";
 import { registerGatewayCommands } from "./commands/gateway.js";
+import { registerGroupsCommands } from "./commands/groups.js";
+import { registerMessageCommand } from "./commands/message.js";
+import { registerPeerCommands } from "./commands/peer.js";
 import { registerProfileCommands } from "./commands/profile.js";
+import { registerRelayCommands } from "./commands/relay.js";
 import { CliContext, type GlobalOptions } from "./context.js";
 import { reportError } from "./output.js";
 
@@ -46,6 +51,11 @@ export function buildProgram(exit: { code: number }): Command {
   registerGatewayCommands(program, run);
   registerProfileCommands(program, run);
   registerChatCommand(program, run);
+  registerGroupsCommands(program, run);
+  registerRelayCommands(program, run);
+  registerMessageCommand(program, run);
+  registerDeliveriesCommands(program, run);
+  registerPeerCommands(program, run);
   return program;
 }
 

@@ -102,13 +102,13 @@ describe.concurrent("help and usage errors", () => {
   });
 });
 
-describe.concurrent("gateway start refusals", () => {
+describe("gateway start refusals", () => {
   it.each([
     ["--grpc", ["--grpc", "0.0.0.0:0", "--http", "127.0.0.1:0"], "0.0.0.0:0"],
     ["--http", ["--grpc", "127.0.0.1:0", "--http", "0.0.0.0:0"], "0.0.0.0:0"],
   ])("a non-loopback %s without a key exits 2 and says to set API_SERVER_KEY", async (_flag, flags, address) => {
     const home = newHome();
-    const r = await hermes(["gateway", "start", ...flags], { home, timeoutMs: 15_000 });
+    const r = await hermes(["gateway", "start", ...flags], { home, timeoutMs: 60_000 });
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("API_SERVER_KEY");
     expect(r.stderr).toContain(address);
@@ -119,7 +119,7 @@ describe.concurrent("gateway start refusals", () => {
   it("a config.yaml with an unknown key exits 2 with one message naming it", async () => {
     const home = newHome();
     writeFileSync(join(home, "config.yaml"), "gatway:\n  grpc: 127.0.0.1:0\n");
-    const r = await hermes(["gateway", "start", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"], { home, timeoutMs: 15_000 });
+    const r = await hermes(["gateway", "start", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"], { home, timeoutMs: 60_000 });
     expect(r.code).toBe(2);
     const lines = r.stderr.trim().split("\n");
     expect(lines).toHaveLength(1);
@@ -131,7 +131,7 @@ describe.concurrent("gateway start refusals", () => {
   it("a config.yaml with a bad value names the key path", async () => {
     const home = newHome();
     writeFileSync(join(home, "config.yaml"), "gateway:\n  grpc: not-an-address\n");
-    const r = await hermes(["gateway", "start", "--http", "127.0.0.1:0"], { home, timeoutMs: 15_000 });
+    const r = await hermes(["gateway", "start", "--http", "127.0.0.1:0"], { home, timeoutMs: 60_000 });
     expect(r.code).toBe(2);
     expect(r.stderr.trim().split("\n")).toHaveLength(1);
     expect(r.stderr).toContain("gateway.grpc");
@@ -146,7 +146,7 @@ describe.concurrent("gateway start refusals", () => {
   });
 });
 
-describe.concurrent("damaged or unknown state.db is refused, never reset", () => {
+describe("damaged or unknown state.db is refused, never reset", () => {
   function garbageHome(): { home: string; stateDb: string; hash: string } {
     const home = newHome();
     const stateDb = join(home, "state.db");
@@ -163,7 +163,7 @@ describe.concurrent("damaged or unknown state.db is refused, never reset", () =>
     ["gateway start", ["gateway", "start", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"]],
   ])("garbage bytes: %s exits 1 with a clear message and leaves the file as it was", async (_what, args) => {
     const { home, stateDb, hash } = garbageHome();
-    const r = await hermes(args, { home, timeoutMs: 15_000 });
+    const r = await hermes(args, { home, timeoutMs: 60_000 });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(stateDb);
     expect(r.stderr).toContain("not a readable SQLite database");
@@ -194,7 +194,7 @@ describe.concurrent("damaged or unknown state.db is refused, never reset", () =>
         ["profile", "list"],
         ["gateway", "start", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"],
       ]) {
-        const r = await hermes(args, { home, timeoutMs: 15_000 });
+        const r = await hermes(args, { home, timeoutMs: 60_000 });
         expect(r.code, args.join(" ")).toBe(1);
         expect(r.stderr).toContain(stateDb);
         expect(r.stderr).toContain("schema version 99");

@@ -74,7 +74,9 @@ describe("config", () => {
     expect(readYamlFile(join(dir, "c.yaml"))).toEqual({ a: 1 });
     expect(readYamlFile(join(dir, "missing.yaml"))).toEqual({});
     writeFileSync(join(dir, "ids.yaml"), "overrides:\n  123456789012345678: {model: big}\n  n: 123456789012345678\n  small: 42\n");
-    expect(readYamlFile(join(dir, "ids.yaml"))).toEqual({ overrides: { "123456789012345678": { model: "big" }, n: "123456789012345678", small: 42 } });
+    expect(readYamlFile(join(dir, "ids.yaml"))).toEqual({
+      overrides: { "123456789012345678": { model: "big" }, n: "123456789012345678", small: 42 },
+    });
     writeFileSync(join(dir, "bad.yaml"), "a: [\n");
     expect(() => readYamlFile(join(dir, "bad.yaml"))).toThrow(/not valid YAML/);
     writeFileSync(join(dir, ".env"), "# c\nA=1\nexport B='$(x)'\nC=\"q\"\n");

@@ -42,6 +42,8 @@ export const REASONS = {
   cursor_conflict: { status: GrpcStatus.ABORTED, exit: 2 },
   confirm_required: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
   limit_exceeded: { status: GrpcStatus.RESOURCE_EXHAUSTED, exit: 2 },
+  // an operator stopped a room's discussion (§3.6): the reason_code of the turn it cancelled
+  discussion_stopped: { status: GrpcStatus.CANCELLED, exit: 1 },
   // delivery (§4): the typed failure reasons a calling bot branches on
   provider_auth_or_access: { status: GrpcStatus.PERMISSION_DENIED, exit: 1 },
   provider_quota_limit: { status: GrpcStatus.RESOURCE_EXHAUSTED, exit: 1 },

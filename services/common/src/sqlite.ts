@@ -106,6 +106,26 @@ export function openDatabase(path: string, options: OpenOptions): Db {
   }
 }
 
+const statements = new WeakMap<Db, Map<string, Database.Statement>>();
+
+/**
+ * A prepared statement for this connection, prepared once and reused: preparing costs tens of
+ * microseconds, which adds up on hot paths (a delivery prepares about ten).
+ */
+export function statement(db: Db, sql: string): Database.Statement {
+  let cache = statements.get(db);
+  if (!cache) {
+    cache = new Map();
+    statements.set(db, cache);
+  }
+  let stmt = cache.get(sql);
+  if (!stmt) {
+    stmt = db.prepare(sql);
+    cache.set(sql, stmt);
+  }
+  return stmt;
+}
+
 /** True when a table exists (identity rekeys skip tables a module has not created yet). */
 export function tableExists(db: Db, table: string): boolean {
   return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) !== undefined;

@@ -1,8 +1,26 @@
+// Rooms (DESIGN §3) export what a script or benchmark drives directly: the pipelined Append stream
+// client, the RoomSource a replica pulls from, the packed page encoding, the SQLite store.
+export { AppendStream, roomClient } from "./api/grpc/room-client.js";
 export { ChatService } from "./app/chat.js";
 export { DEFAULT_GRPC, DEFAULT_HTTP, loadGatewayConfigFile, resolveGatewaySettings } from "./app/config.js";
 export { Gateway, type GatewayOptions, VERSION } from "./app/gateway.js";
 export { defaultHomePath, HermesHome } from "./app/home.js";
+export { ModelConfigSource } from "./app/model-config.js";
+export { PeerClient, type PeerMessage, type PeerSender } from "./app/peers/peer-client.js";
+export { addPeer, assertPeerName, listPeers, type PeerListing, removePeer } from "./app/peers/peer-config.js";
+export { peerDirectory } from "./app/peers/peer-directory.js";
 export { type ProfileInfo, ProfileService } from "./app/profiles.js";
+export {
+  GrpcRoomSource,
+  GrpcRoomSourceFactory,
+  type RoomSource,
+  type RoomSourceFactory,
+  type SourceSpec,
+} from "./app/rooms/room-source.js";
+export { CLIENT_ACTOR, RoomsService, type RoomsSettings } from "./app/rooms/rooms-service.js";
+export { fromWirePage, packEvents, toWirePage, unpackEvents } from "./app/rooms/wire.js";
 export { directRouting, SessionService } from "./app/sessions.js";
+export { parsePeerTarget } from "./core/peers/run-request.js";
 export { openGatewayDb, ProfileDatabases } from "./store/gateway-store.js";
 export { purgeProfileState, rekeyProfileState } from "./store/identity-store.js";
+export { RoomsStore } from "./store/rooms-store.js";

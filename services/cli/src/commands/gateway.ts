@@ -65,7 +65,7 @@ export function registerGatewayCommands(program: Command, run: CommandRunner): v
               ["uptime", `${Math.round(s.uptime_seconds)} s`],
               ["profiles", s.profiles],
               ["rooms", s.rooms],
-              ["peers", s.peers.map((p) => p.name).join(", ") || "-"],
+              ["peers", s.peers.map((p) => `${p.name} (${p.url})`).join(", ") || "-"],
               ["relay", s.relay?.state === "disabled" || !s.relay ? "-" : `${s.relay.url} (${s.relay.state})`],
             ],
           ),

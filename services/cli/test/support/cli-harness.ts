@@ -1,13 +1,15 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
+import { type DaemonProcess, HERMES_BIN, startGatewayProcess as startDaemonProcess } from "../../../../test/support/daemons.js";
 
 /** The BUILT command, exactly what `npx hermes` runs. */
-export const HERMES_BIN = fileURLToPath(new URL("../../bin/hermes.js", import.meta.url));
+export { HERMES_BIN };
+
 const HERMES_DIST = fileURLToPath(new URL("../../dist/main.js", import.meta.url));
 
 /** A key long enough for `gateway.api_key` (16+ characters). */
@@ -143,78 +145,17 @@ export function rowsMentioning(stateDb: string, name: string): Record<string, nu
   });
 }
 
-/** A gateway running as a subprocess (`hermes gateway start`), with the addresses from its ready line. */
-export interface GatewayProcess {
-  child: ChildProcess;
+/** A gateway running as a subprocess (`hermes gateway start`), with the fields of its ready line. */
+export interface GatewayProcess extends DaemonProcess {
   home: string;
-  grpc: string;
-  http: string;
-  control: string;
   id: string;
-  /** Everything it wrote so far. */
-  output(): { stdout: string; stderr: string };
-  /** Resolves with the exit code (or signal) once it has exited. */
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  /** SIGTERM, then SIGKILL if it has not exited within `graceMs`. */
-  stop(graceMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  control: string;
 }
 
-const READY_RE = /^gateway ready: id=(\S+) grpc=(\S+) http=(\S+) control=(\S+)$/m;
-
-/** Starts `hermes gateway start --grpc 127.0.0.1:0 --http 127.0.0.1:0` and waits for its ready line. */
-export function startGatewayProcess(home: string, env: Record<string, string> = {}, timeoutMs = 20_000): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, [HERMES_BIN, "gateway", "start", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"], {
-    env: cleanEnv({ HERMES_HOME: home, ...env }),
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.setEncoding("utf8").on("data", (d: string) => {
-    stdout += d;
-  });
-  child.stderr.setEncoding("utf8").on("data", (d: string) => {
-    stderr += d;
-  });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.once("exit", (code, signal) => resolve({ code, signal }));
-  });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`gateway did not print its ready line within ${timeoutMs} ms; stdout: ${stdout}; stderr: ${stderr}`));
-    }, timeoutMs);
-    const onData = () => {
-      const m = READY_RE.exec(stdout);
-      if (!m) return;
-      clearTimeout(timer);
-      child.stdout.off("data", onData);
-      resolve({
-        child,
-        home,
-        id: m[1]!,
-        grpc: m[2]!,
-        http: m[3]!,
-        control: m[4]!,
-        output: () => ({ stdout, stderr }),
-        exited,
-        async stop(graceMs = 10_000) {
-          if (child.exitCode === null && child.signalCode === null) {
-            child.kill("SIGTERM");
-            const killer = setTimeout(() => child.kill("SIGKILL"), graceMs);
-            const result = await exited;
-            clearTimeout(killer);
-            return result;
-          }
-          return exited;
-        },
-      });
-    };
-    child.stdout.on("data", onData);
-    exited.then(({ code, signal }) => {
-      clearTimeout(timer);
-      reject(new Error(`gateway exited before ready (code ${code}, signal ${signal}); stdout: ${stdout}; stderr: ${stderr}`));
-    });
-  });
+/** Starts `hermes gateway start` on ephemeral ports in a clean environment and waits for its ready line. */
+export async function startGatewayProcess(home: string, env: Record<string, string> = {}, timeoutMs = 20_000): Promise<GatewayProcess> {
+  const daemon = await startDaemonProcess(home, { env: cleanEnv(env) as Record<string, string>, isolatedEnv: true, timeoutMs });
+  return { ...daemon, home, id: daemon.ready.id!, control: daemon.ready.control! };
 }
 
 /**

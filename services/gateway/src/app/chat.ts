@@ -1,9 +1,28 @@
-import { type Clock, type Db, HermesError, isoTime, type Logger, newId } from "@hermes/common";
+import { type Clock, type Db, HermesError, isoTime, type Logger, newId, toHermesError } from "@hermes/common";
 import PQueue from "p-queue";
+import { Counter, type Registry } from "prom-client";
+import { MESSAGE_AGENT_TOOL, MESSAGE_AGENT_TOOL_NAME, parseMessageAgentArgs } from "../core/delivery/message-agent-tool.js";
+import { botChatOrigin, type RoutingOrigin, routingKey } from "../core/identity/routing-key.js";
+import { type AgentSpec, agentSignature, postTurnFallbackCheck } from "../core/models/agent-cache.js";
+import {
+  applyModelCommand,
+  type ChatLocation,
+  composeSystemPrompt,
+  findChannelOverride,
+  type ModelResolutionInput,
+  parseModelCommand,
+  resolveModel,
+} from "../core/models/channel-overrides.js";
+import { compactTranscript } from "../core/models/compaction.js";
+import type { ChatMessage, ToolCall, ToolSpec } from "../core/models/provider.js";
+import { buildSystemPrompt, type PersonaText, type RosterEntry } from "../core/models/system-prompt.js";
 import type { ProfileDatabases } from "../store/gateway-store.js";
 import type { SessionRow } from "../store/sessions-store.js";
 import { type TranscriptMessage, TranscriptStore } from "../store/sessions-store.js";
+import { AgentCache, buildChain, endpointIdentity, type PreparedAgent } from "./agents.js";
+import type { AgentSettings } from "./config.js";
 import type { HermesHome } from "./home.js";
+import { ModelConfigSource } from "./model-config.js";
 import type { ProfileService } from "./profiles.js";
 import type { SessionService } from "./sessions.js";
 
@@ -11,6 +30,10 @@ export interface TurnInput {
   profile: string;
   text: string;
   session_id?: string | undefined;
+  /** A platform chat (the `api` platform): its session and routing entry are created on first use. */
+  origin?: Omit<RoutingOrigin, "profile"> | undefined;
+  /** The parent channel of `origin`'s chat (thread → channel), for the channel-override lookup. */
+  parent_id?: string | undefined;
   signal?: AbortSignal;
 }
 
@@ -21,6 +44,15 @@ export interface TurnOutput {
   model: string;
   provider: string;
   fallback_used: boolean;
+  /** Tool calls the turn executed (message_agent sends are side effects a retry would repeat). */
+  tool_calls: number;
+}
+
+/** What message_agent does: queue a delivery on behalf of a bot and return the ack at once. */
+export interface MessageAgentHost {
+  send(from: string, target: string, message: string): { status: "queued"; delivery_id: string };
+  /** The teammate roster of a bot's canonical Bot Chat. */
+  roster(profile: string): RosterEntry[];
 }
 
 export interface ChatDeps {
@@ -32,84 +64,446 @@ export interface ChatDeps {
   clock: Clock;
   logger: Logger;
   gatewayId: string;
+  /** Secrets and api keys come from here after the .env files (defaults to process.env). */
+  env?: NodeJS.ProcessEnv | undefined;
+  agents?: AgentSettings | undefined;
+  registry?: Registry | undefined;
+}
+
+/** Options of a turn run by the delivery ingress (inside the session's lane). */
+export interface LockedTurnOptions {
+  signal?: AbortSignal | undefined;
+  location?: ChatLocation | undefined;
+  /** Stored with the user message (e.g. the delivery id it came from). */
+  user_meta?: Record<string, unknown> | undefined;
+  /** `/model` commands are honoured in chats, not in delivered mail. */
+  commands?: boolean | undefined;
+  /** Record a delivery obligation for the turn (chat turns); deliveries have their own ingress row. */
+  obligation?: boolean | undefined;
+  /** Touch the session (updated_at, routing entry) after the turn; the delivery ingress does it in its own commit. */
+  touch?: boolean | undefined;
 }
 
 const MAX_TURN_TEXT = 64 * 1024;
+/** Newest transcript rows read per turn when the warm agent remembers the rest. */
+const HISTORY_PAGE = 64;
+export const DEFAULT_AGENT_SETTINGS: AgentSettings = { maxWarm: 32, idleMs: 600_000, slotWaitMs: 30_000, maxToolRounds: 4 };
+
+/** The canonical Bot Chat of its profile (the only place message_agent and the roster exist, §4). */
+export function isCanonicalBotChat(session: SessionRow): boolean {
+  return session.kind === "bot_chat" && session.session_key === routingKey(botChatOrigin(session.profile_name));
+}
+
+function locationOf(origin: Omit<RoutingOrigin, "profile">, parentId?: string): ChatLocation {
+  return { platform: origin.platform, chat_id: origin.chat_id, thread_id: origin.thread_id, parent_id: parentId };
+}
+
+/** Stored transcript → provider messages. Notifications reach the model as user messages (see meta.model_text). */
+export function toChatMessages(history: readonly TranscriptMessage[]): ChatMessage[] {
+  const out: ChatMessage[] = [];
+  for (const m of history) {
+    switch (m.role) {
+      case "user":
+        out.push({ role: "user", content: m.content });
+        break;
+      case "assistant": {
+        const calls = Array.isArray(m.meta["tool_calls"]) ? (m.meta["tool_calls"] as ToolCall[]) : undefined;
+        out.push({ role: "assistant", content: m.content, ...(calls && calls.length > 0 ? { tool_calls: calls } : {}) });
+        break;
+      }
+      case "tool":
+        out.push({
+          role: "tool",
+          tool_call_id: String(m.meta["tool_call_id"] ?? ""),
+          ...(typeof m.meta["name"] === "string" ? { name: m.meta["name"] } : {}),
+          content: m.content,
+        });
+        break;
+      case "notification":
+        out.push({ role: "user", content: typeof m.meta["model_text"] === "string" ? m.meta["model_text"] : m.content });
+        break;
+    }
+  }
+  return out;
+}
+
+type NewMessage = Omit<TranscriptMessage, "seq">;
 
 /**
- * Chat turns: one at a time per session (a second turn queues behind the running one), transcript
- * in the profile's own state.db, and a delivery obligation that is pending while the reply is owed,
- * so a crash mid-turn is visible after restart instead of silently lost.
+ * The turn engine. Turns are one at a time per session (a second turn queues behind the running
+ * one, never refused). Each turn resolves its model (session `/model` > channel override > global;
+ * the profile's config.yaml over the gateway's), takes the session's warm agent (rebuilt only when
+ * what it was built from changed), runs provider → tools → provider (bounded), stores the turn
+ * (never the system prompt) and runs the post-turn fallback check that may evict the agent.
  */
 export class ChatService {
   private readonly lanes = new Map<string, PQueue>();
+  /** Work queued in a lane and not started yet, so a stop can reject it instead of leaving it hanging. */
+  private readonly waiting = new Map<string, Set<(err: unknown) => void>>();
+  readonly modelConfig: ModelConfigSource;
+  readonly agents: AgentCache;
+  private readonly settings: AgentSettings;
+  private host: MessageAgentHost | undefined;
+  private stopping = false;
+  private readonly stopController = new AbortController();
+  private readonly turnCounter: Counter<"kind" | "outcome">;
+  private readonly prompts = new Map<string, { persona: string; roster: RosterEntry[] | undefined; text: string }>();
+  /** Sessions whose transcript was replaced (compaction): their agent's remembered history is stale. */
+  private readonly compacted = new Set<string>();
 
-  constructor(private readonly deps: ChatDeps) {}
+  constructor(private readonly deps: ChatDeps) {
+    this.settings = deps.agents ?? DEFAULT_AGENT_SETTINGS;
+    this.modelConfig = new ModelConfigSource(deps.home, deps.env ?? process.env);
+    this.agents = new AgentCache(this.settings, deps.clock, deps.logger, deps.registry);
+    this.turnCounter = new Counter({
+      name: "hermes_turns_total",
+      help: "Turns run by the engine, by kind (chat, delivery) and outcome",
+      labelNames: ["kind", "outcome"] as const,
+      registers: deps.registry ? [deps.registry] : [],
+    });
+  }
+
+  /** Wires message_agent (the delivery service) in; without it Bot Chats offer no tools. */
+  attachMessaging(host: MessageAgentHost): void {
+    this.host = host;
+  }
 
   private lane(sessionId: string): PQueue {
     let lane = this.lanes.get(sessionId);
     if (!lane) {
-      lane = new PQueue({ concurrency: 1 });
-      lane.on("idle", () => {
-        if (lane!.size === 0 && lane!.pending === 0) this.lanes.delete(sessionId);
+      const created = new PQueue({ concurrency: 1 });
+      created.on("idle", () => {
+        if (created.size === 0 && created.pending === 0 && this.lanes.get(sessionId) === created) this.lanes.delete(sessionId);
       });
-      this.lanes.set(sessionId, lane);
+      this.lanes.set(sessionId, created);
+      lane = created;
     }
     return lane;
   }
 
-  private session(profile: string, sessionId: string | undefined): SessionRow {
-    if (!sessionId) return this.deps.sessions.botChat(profile);
-    const session = this.deps.sessions.store.byId(sessionId);
+  /** Drops a session's queued (not yet started) work; each caller is told why. */
+  private dropQueued(sessionId: string, why: HermesError): void {
+    this.lanes.get(sessionId)?.clear();
+    const waiting = this.waiting.get(sessionId);
+    if (!waiting) return;
+    this.waiting.delete(sessionId);
+    for (const reject of waiting) reject(why);
+  }
+
+  private session(profile: string, input: Pick<TurnInput, "session_id" | "origin">): SessionRow {
+    if (input.origin) {
+      const origin: RoutingOrigin = { ...input.origin, profile };
+      return this.deps.sessions.ensure(
+        origin,
+        "api",
+        `${origin.platform} ${origin.chat_id}${origin.thread_id ? ` / ${origin.thread_id}` : ""}`,
+      );
+    }
+    if (!input.session_id) return this.deps.sessions.botChat(profile);
+    const session = this.deps.sessions.store.byId(input.session_id);
     if (!session || session.profile_name !== profile) {
-      throw new HermesError("not_found", `session ${sessionId} does not belong to profile ${profile}`);
+      throw new HermesError("not_found", `session ${input.session_id} does not belong to profile ${profile}`);
     }
     return session;
   }
 
+  /** One turn from a person (CLI chat, the api platform): queued behind the session's running turn. */
   async turn(input: TurnInput): Promise<TurnOutput> {
-    if (typeof input.text !== "string" || input.text.length === 0)
+    if (typeof input.text !== "string" || input.text.trim().length === 0)
       throw new HermesError("invalid_params", "a chat turn needs text (-q TEXT)");
     if (input.text.length > MAX_TURN_TEXT) {
       throw new HermesError("payload_too_large", `text is ${input.text.length} characters; the limit is ${MAX_TURN_TEXT}`, {
         data: { limit: MAX_TURN_TEXT },
       });
     }
+    this.assertRunning();
     const profile = this.deps.profiles.resolve(input.profile);
-    const session = this.session(profile, input.session_id);
-    return this.lane(session.session_id).add(() => this.runTurn(profile, session, input.text));
+    // A renamed profile whose identity migration is unfinished gets no new rows until it is.
+    this.deps.profiles.assertIdentitySettled(profile);
+    const session = this.session(profile, input);
+    const location = input.origin ? locationOf(input.origin, input.parent_id) : undefined;
+    return this.exclusive(session.session_id, () =>
+      this.runLocked(profile, session, input.text, { signal: input.signal, location, commands: true, obligation: true }),
+    );
   }
 
-  private async runTurn(profile: string, session: SessionRow, text: string): Promise<TurnOutput> {
-    const { db, clock } = this.deps;
+  /** Runs `fn` in the session's lane: after the turns queued before it, before the ones queued after. */
+  exclusive<T>(sessionId: string, fn: () => Promise<T>): Promise<T> {
+    this.assertRunning();
+    return new Promise<T>((resolve, reject) => {
+      let set = this.waiting.get(sessionId);
+      if (!set) {
+        set = new Set();
+        this.waiting.set(sessionId, set);
+      }
+      const waiting = set;
+      waiting.add(reject);
+      void this.lane(sessionId).add(async () => {
+        if (!waiting.delete(reject)) return; // dropped by a stop before it started
+        if (waiting.size === 0 && this.waiting.get(sessionId) === waiting) this.waiting.delete(sessionId);
+        try {
+          resolve(await fn());
+        } catch (err) {
+          reject(err);
+        }
+      });
+    });
+  }
+
+  private assertRunning(): void {
+    if (this.stopping) throw new HermesError("runtime_offline", "the gateway is stopping; try again when it is back");
+  }
+
+  /**
+   * Replaces a session's transcript with a shorter one (context compaction before the single
+   * retry after context_overflow). Must run inside the session's lane. Returns messages removed.
+   */
+  compact(profile: string, sessionId: string): number {
     const transcript = new TranscriptStore(this.deps.profileDbs.get(profile));
-    const obligationId = newId("obl");
+    const result = compactTranscript(transcript.list(sessionId), isoTime(this.deps.clock.now()));
+    if (!result) return 0;
+    transcript.replace(sessionId, result.messages);
+    this.compacted.add(sessionId);
+    this.deps.logger.info({ session_id: sessionId, removed: result.removed }, "transcript compacted");
+    return result.removed;
+  }
+
+  /**
+   * A turn in a session whose lane the caller holds (via `exclusive`). Failures reject with a
+   * HermesError whose `data.tool_effects` counts tool calls already executed.
+   */
+  async runLocked(profile: string, session: SessionRow, text: string, options: LockedTurnOptions = {}): Promise<TurnOutput> {
+    const kind = options.obligation === false ? "delivery" : "chat";
+    const signal = options.signal ? AbortSignal.any([options.signal, this.stopController.signal]) : this.stopController.signal;
+    const finish = options.obligation === false ? () => {} : this.openObligation(profile, session);
+    const effects = { tool_calls: 0 };
+    try {
+      const out = await this.engine(profile, session, text, options, signal, effects);
+      finish("delivered");
+      this.turnCounter.inc({ kind, outcome: "ok" });
+      return out;
+    } catch (err) {
+      finish("failed");
+      this.turnCounter.inc({ kind, outcome: "failed" });
+      const e = toHermesError(err);
+      e.data["tool_effects"] = effects.tool_calls;
+      throw e;
+    }
+  }
+
+  private openObligation(profile: string, session: SessionRow): (state: "delivered" | "failed") => void {
+    const { db, clock } = this.deps;
+    const id = newId("obl");
     const now = () => isoTime(clock.now());
     db.prepare(
       `INSERT INTO delivery_obligations (obligation_id, adapter_profile, session_key, kind, state, payload_json, created_at, updated_at)
        VALUES (?, ?, ?, 'turn_reply', 'pending', ?, ?, ?)`,
-    ).run(obligationId, profile, session.session_key, JSON.stringify({ session_id: session.session_id }), now(), now());
-    const settle = (state: "delivered" | "failed") =>
-      db.prepare("UPDATE delivery_obligations SET state = ?, updated_at = ? WHERE obligation_id = ?").run(state, now(), obligationId);
+    ).run(id, profile, session.session_key, JSON.stringify({ session_id: session.session_id }), now(), now());
+    return (state) => {
+      try {
+        db.prepare("UPDATE delivery_obligations SET state = ?, updated_at = ? WHERE obligation_id = ?").run(state, now(), id);
+      } catch (err) {
+        this.deps.logger.warn({ err, obligation_id: id }, "updating a turn obligation failed");
+      }
+    };
+  }
+
+  private async engine(
+    profile: string,
+    sessionRow: SessionRow,
+    text: string,
+    options: LockedTurnOptions,
+    signal: AbortSignal,
+    effects: { tool_calls: number },
+  ): Promise<TurnOutput> {
+    // Re-read: a /model command or a rename may have changed the row since the turn was queued.
+    const session = this.deps.sessions.store.byId(sessionRow.session_id) ?? sessionRow;
+    const config = this.modelConfig.forProfile(profile);
+    const location = options.location ?? locationOf(session.origin);
+    const channel = findChannelOverride(config.platforms, location);
+    const sessionOverride = session.model_override
+      ? { model: session.model_override, ...(session.provider_override ? { provider: session.provider_override } : {}) }
+      : undefined;
+
+    if (options.commands && /^\/model(\s|$)/.test(text.trim())) return this.modelCommand(profile, session, text, channel, config.global);
+
+    const resolution: ModelResolutionInput = { session: sessionOverride, channel: channel?.override, global: config.global };
+    const resolved = resolveModel(resolution);
+    const botChat = isCanonicalBotChat(session);
+    const host = this.host;
+    const tools: ToolSpec[] = botChat && host ? [MESSAGE_AGENT_TOOL] : [];
+    const base = this.systemPrompt(profile, config.persona, botChat && host ? host.roster(profile) : undefined);
+    const chainNames = [resolved.provider, ...config.fallback_providers];
+    const spec: AgentSpec = {
+      profile,
+      model: resolved.model,
+      provider: resolved.provider,
+      provider_endpoint: endpointIdentity(config, chainNames),
+      fallback_providers: config.fallback_providers,
+      system_prompt: base,
+      ephemeral_system_prompt: resolved.ephemeral_system_prompt,
+      tools: tools.map((t) => t.name),
+    };
+    const signature = agentSignature(spec);
+    const agent = await this.agents.acquire(
+      session.session_id,
+      signature,
+      (): PreparedAgent => ({
+        session_id: session.session_id,
+        spec,
+        signature,
+        chain: buildChain(config, resolved),
+        system_prompt: composeSystemPrompt(base, resolved.ephemeral_system_prompt),
+        tools,
+        built_at: this.deps.clock.now(),
+      }),
+      signal,
+    );
+
+    let evict: false | { why: string; detail?: string } = false;
     try {
-      const history = transcript.list(session.session_id);
-      const result = this.respond(profile, history, text);
-      transcript.append(session.session_id, [
-        { role: "user", content: text, meta: {}, created_at: now() },
-        { role: "assistant", content: result.reply, meta: { model: result.model, provider: result.provider }, created_at: now() },
-      ]);
-      this.deps.sessions.touch(session);
-      settle("delivered");
-      return { profile, session_id: session.session_id, ...result };
-    } catch (err) {
-      settle("failed");
-      throw err;
+      const transcript = new TranscriptStore(this.deps.profileDbs.get(profile));
+      const conversation = this.history(agent, transcript, session.session_id);
+      const now = () => isoTime(this.deps.clock.now());
+      const stored: NewMessage[] = [{ role: "user", content: text, meta: options.user_meta ?? {}, created_at: now() }];
+      conversation.push({ role: "user", content: text });
+      let fallbackActive = false;
+      let served = { provider: resolved.provider, model: resolved.model };
+      let reply = "";
+      for (let round = 0; ; round++) {
+        const outcome = await agent.chain.complete({
+          model: resolved.model,
+          system_prompt: agent.system_prompt,
+          messages: conversation,
+          tools: agent.tools,
+          turn_kind: "direct",
+          signal,
+        });
+        fallbackActive ||= outcome.fallback_active;
+        served = { provider: outcome.served_by.provider, model: outcome.served_by.model };
+        const result = outcome.result;
+        const meta = { model: served.model, provider: served.provider, ...(outcome.fallback_active ? { fallback: true } : {}) };
+        if (result.kind === "text") {
+          reply = result.text;
+          stored.push({ role: "assistant", content: reply, meta, created_at: now() });
+          conversation.push({ role: "assistant", content: reply });
+          break;
+        }
+        if (round >= this.settings.maxToolRounds) {
+          // Bounded: a model that keeps calling tools gets its text so far, plus a word on why it stopped.
+          reply = `${result.text ?? ""}${result.text ? "\n\n" : ""}(stopped after ${this.settings.maxToolRounds} rounds of tool calls)`;
+          stored.push({ role: "assistant", content: reply, meta, created_at: now() });
+          conversation.push({ role: "assistant", content: reply });
+          break;
+        }
+        const assistantText = result.text ?? "";
+        conversation.push({ role: "assistant", content: assistantText, tool_calls: result.tool_calls });
+        stored.push({ role: "assistant", content: assistantText, meta: { ...meta, tool_calls: result.tool_calls }, created_at: now() });
+        for (const call of result.tool_calls) {
+          const content = this.runTool(profile, tools, call, effects);
+          conversation.push({ role: "tool", tool_call_id: call.id, name: call.name, content });
+          stored.push({ role: "tool", content, meta: { tool_call_id: call.id, name: call.name }, created_at: now() });
+        }
+      }
+      const appended = transcript.append(session.session_id, stored);
+      const lastSeq = appended.at(-1)?.seq;
+      // The warm agent keeps the conversation, so the next turn reads only what was added since.
+      if (lastSeq !== undefined) agent.transcript = { seq: lastSeq, messages: conversation };
+      if (options.touch !== false) this.deps.sessions.touch(session);
+      const verdict = postTurnFallbackCheck(
+        { model: served.model, provider: served.provider, fallback_active: fallbackActive },
+        resolution,
+      );
+      if (verdict.evict) evict = { why: verdict.why, detail: verdict.detail };
+      return {
+        profile,
+        session_id: session.session_id,
+        reply,
+        model: served.model,
+        provider: served.provider,
+        fallback_used: fallbackActive,
+        tool_calls: effects.tool_calls,
+      };
+    } finally {
+      this.agents.release(session.session_id, evict);
     }
   }
 
-  private respond(profile: string, _history: TranscriptMessage[], text: string): Omit<TurnOutput, "profile" | "session_id"> {
-    const info = this.deps.profiles.show(profile);
-    return { reply: `${info.display_name}: ${text}`, model: info.model, provider: info.provider, fallback_used: false };
+  /**
+   * The conversation so far as provider messages. A warm agent remembers it up to the last seq it
+   * saw, so a turn reads only the newest rows (notifications and other writers append through the
+   * transcript, so new rows have higher seqs); after a compaction, or when more than a page is new,
+   * it reads the whole transcript again.
+   */
+  private history(agent: PreparedAgent, transcript: TranscriptStore, sessionId: string): ChatMessage[] {
+    const cached = this.compacted.delete(sessionId) ? undefined : agent.transcript;
+    if (cached) {
+      const tail = transcript.list(sessionId, HISTORY_PAGE);
+      const last = tail.at(-1)?.seq ?? 0;
+      if (last === cached.seq) return [...cached.messages];
+      if (last > cached.seq && (tail[0]?.seq ?? 0) <= cached.seq + 1) {
+        return [...cached.messages, ...toChatMessages(tail.filter((m) => m.seq > cached.seq))];
+      }
+    }
+    return toChatMessages(transcript.list(sessionId));
+  }
+
+  /**
+   * The bot's own system prompt, rebuilt only when its persona or roster changed (the roster list is
+   * shared until the delivery service rebuilds it), so a busy bot does not rebuild a long roster
+   * text on every turn.
+   */
+  private systemPrompt(profile: string, persona: PersonaText, roster: RosterEntry[] | undefined): string {
+    const personaKey = JSON.stringify(persona);
+    const memo = this.prompts.get(profile);
+    if (memo && memo.persona === personaKey && memo.roster === roster) return memo.text;
+    const text = buildSystemPrompt(persona, roster);
+    this.prompts.set(profile, { persona: personaKey, roster, text });
+    return text;
+  }
+
+  /** Executes one tool call; the result (or a typed error) goes back to the model as JSON. */
+  private runTool(profile: string, offered: readonly ToolSpec[], call: ToolCall, effects: { tool_calls: number }): string {
+    try {
+      if (call.name !== MESSAGE_AGENT_TOOL_NAME || !offered.some((t) => t.name === call.name) || !this.host) {
+        throw new HermesError("method_not_found", `tool ${call.name} is not available in this chat`);
+      }
+      const args = parseMessageAgentArgs(call.arguments);
+      const ack = this.host.send(profile, args.target, args.message);
+      effects.tool_calls++;
+      return JSON.stringify(ack);
+    } catch (err) {
+      const e = toHermesError(err);
+      return JSON.stringify({ error: e.message, reason: e.reason, ...e.data });
+    }
+  }
+
+  /** `/model` in a chat: a session override, `--global` (profile config), `--reset`, or a report. */
+  private modelCommand(
+    profile: string,
+    session: SessionRow,
+    text: string,
+    channel: ReturnType<typeof findChannelOverride>,
+    global: ModelResolutionInput["global"],
+  ): TurnOutput {
+    const command = parseModelCommand(text);
+    const current = session.model_override
+      ? { model: session.model_override, ...(session.provider_override ? { provider: session.provider_override } : {}) }
+      : undefined;
+    const outcome = applyModelCommand(command, { session: current, channel, global });
+    if (outcome.global_write) this.modelConfig.writeGlobalModel(profile, outcome.global_write.model, outcome.global_write.provider);
+    if (command.kind !== "show") {
+      this.deps.sessions.store.setModelOverride(session.session_id, outcome.session?.model ?? null, outcome.session?.provider ?? null);
+    }
+    return {
+      profile,
+      session_id: session.session_id,
+      reply: outcome.notice,
+      model: outcome.effective.model,
+      provider: outcome.effective.provider,
+      fallback_used: false,
+      tool_calls: 0,
+    };
   }
 
   /** Turns that were running when the process died: their obligations are marked failed, never re-run. */
@@ -121,10 +515,35 @@ export class ChatService {
 
   /** Stops queued turns of a profile (before delete): queued ones are dropped, a running one finishes. */
   stopProfile(profile: string): void {
-    for (const session of this.deps.sessions.store.listByProfile(profile)) this.lanes.get(session.session_id)?.clear();
+    const why = new HermesError("runtime_offline", `profile ${profile} is being deleted`);
+    for (const session of this.deps.sessions.store.listByProfile(profile)) {
+      this.dropQueued(session.session_id, why);
+      this.agents.evict(session.session_id);
+    }
   }
 
-  async stop(): Promise<void> {
-    await Promise.all([...this.lanes.values()].map((l) => l.onIdle()));
+  /**
+   * Graceful stop: no new turns; queued ones are dropped (their callers get an error, deliveries
+   * stay queued in the database); running ones get `graceMs` to finish, then are cancelled.
+   */
+  async stop(graceMs = 10_000): Promise<void> {
+    this.stopping = true;
+    const why = new HermesError("runtime_offline", "the gateway is stopping; queued work stays queued for the next start");
+    for (const sessionId of [...new Set([...this.lanes.keys(), ...this.waiting.keys()])]) this.dropQueued(sessionId, why);
+    const idle = Promise.all([...this.lanes.values()].map((l) => l.onIdle()));
+    let timer: NodeJS.Timeout | undefined;
+    const expired = await Promise.race([
+      idle.then(() => false),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(true), graceMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (expired) {
+      this.deps.logger.warn({ grace_ms: graceMs }, "cancelling turns still running at shutdown");
+      this.stopController.abort(new HermesError("runtime_offline", "the gateway is stopping"));
+      await idle;
+    }
+    this.agents.stop();
   }
 }

@@ -37,6 +37,8 @@ export const modelConfigSchema = z
     providers: z.record(z.string(), providerEntry).optional(),
     fallback_providers: z.array(z.string().min(1)).optional(),
     soul: z.string().max(64_000).optional(),
+    /** A per-turn prompt for every chat; a channel override's system_prompt replaces it (never stored in history). */
+    ephemeral_system_prompt: z.string().max(64_000).optional(),
     platforms: z
       .record(
         z.string(),
@@ -73,6 +75,45 @@ export const gatewayConfigSchema = modelConfigSchema
       .strict()
       .optional(),
     bot_peers: z.record(z.string(), z.object({ url: z.string().min(1), note: z.string().optional() }).strict()).optional(),
+    /** §6 warm-agent cache and the turn engine. */
+    agents: z
+      .object({
+        max_warm: z.number().int().min(1).max(64).optional(),
+        idle_seconds: z.number().positive().max(86_400).optional(),
+        slot_wait_seconds: z.number().min(0).max(3600).optional(),
+        max_tool_rounds: z.number().int().min(1).max(32).optional(),
+      })
+      .strict()
+      .optional(),
+    /** §3 replicated rooms. */
+    rooms: z
+      .object({
+        /** Events per packed page a replica asks its authority for. */
+        replication_page_limit: z.number().int().min(1).max(5000).optional(),
+        /** Longest pause between a follower's reconnect attempts. */
+        follow_max_backoff_seconds: z.number().positive().max(3600).optional(),
+        /** Appends of one room per group commit (one transaction, one fsync). */
+        max_appends_per_commit: z.number().int().min(1).max(1000).optional(),
+      })
+      .strict()
+      .optional(),
+    /** §4 bot-to-bot delivery. */
+    delivery: z
+      .object({
+        max_parallel_targets: z.number().int().min(1).max(256).optional(),
+        ttl_seconds: z
+          .number()
+          .int()
+          .min(1)
+          .max(7 * 86_400)
+          .optional(),
+        turn_timeout_seconds: z.number().positive().max(86_400).optional(),
+        retry_delay_seconds: z.number().min(0).max(3600).optional(),
+        peer_timeout_seconds: z.number().positive().max(86_400).optional(),
+        sweep_seconds: z.number().positive().max(3600).optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 
@@ -91,7 +132,37 @@ export interface GatewaySettings {
   shutdownGraceMs: number;
   dbBusyTimeoutMs: number;
   relay?: { url: string; key?: string; connection?: string };
+  agents: AgentSettings;
+  delivery: DeliverySettings;
+  rooms: RoomsConfig;
   file: GatewayConfigFile;
+}
+
+/** §3 rooms settings (`rooms:` in config.yaml). */
+export interface RoomsConfig {
+  replicationPageLimit: number;
+  followMaxBackoffMs: number;
+  maxAppendsPerCommit: number;
+}
+
+export interface AgentSettings {
+  maxWarm: number;
+  idleMs: number;
+  slotWaitMs: number;
+  maxToolRounds: number;
+}
+
+export interface DeliverySettings {
+  /** The global cap: delivery turns running at once across all targets (each target runs one at a time). */
+  maxParallelTargets: number;
+  ttlSeconds: number;
+  turnTimeoutMs: number;
+  /** Pause before the single retry (a rate-limited provider rarely recovers in 0 ms). */
+  retryDelayMs: number;
+  /** How long a peer's Deliver call may take before the sender calls it delivery_timeout. */
+  peerTimeoutMs: number;
+  /** How often queued deliveries past their TTL are expired. */
+  sweepMs: number;
 }
 
 export interface SettingsOverrides {
@@ -111,7 +182,7 @@ export function loadGatewayConfigFile(home: HermesHome): GatewayConfigFile {
 
 export function loadProfileConfig(home: HermesHome, profile: string): ModelConfig {
   if (profile === DEFAULT_PROFILE) {
-    const { gateway: _g, relay: _r, bot_peers: _p, ...model } = loadGatewayConfigFile(home);
+    const { gateway: _g, relay: _r, bot_peers: _p, agents: _a, delivery: _d, rooms: _rooms, ...model } = loadGatewayConfigFile(home);
     return model;
   }
   const file = join(home.profileDir(profile), "config.yaml");
@@ -171,6 +242,25 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
           },
         }
       : {}),
+    agents: {
+      maxWarm: file.agents?.max_warm ?? 32,
+      idleMs: (file.agents?.idle_seconds ?? 600) * 1000,
+      slotWaitMs: (file.agents?.slot_wait_seconds ?? 30) * 1000,
+      maxToolRounds: file.agents?.max_tool_rounds ?? 4,
+    },
+    delivery: {
+      maxParallelTargets: file.delivery?.max_parallel_targets ?? 8,
+      ttlSeconds: file.delivery?.ttl_seconds ?? 900,
+      turnTimeoutMs: (file.delivery?.turn_timeout_seconds ?? 600) * 1000,
+      retryDelayMs: (file.delivery?.retry_delay_seconds ?? 1) * 1000,
+      peerTimeoutMs: (file.delivery?.peer_timeout_seconds ?? 1800) * 1000,
+      sweepMs: (file.delivery?.sweep_seconds ?? 5) * 1000,
+    },
+    rooms: {
+      replicationPageLimit: file.rooms?.replication_page_limit ?? 5000,
+      followMaxBackoffMs: (file.rooms?.follow_max_backoff_seconds ?? 30) * 1000,
+      maxAppendsPerCommit: file.rooms?.max_appends_per_commit ?? 1000,
+    },
     file,
   };
 }

@@ -10,6 +10,7 @@ import {
   createLogger,
   createMetrics,
   type Db,
+  DEFAULT_PROFILE,
   formatHostPort,
   HealthRegistry,
   HermesError,
@@ -26,15 +27,36 @@ import {
   systemClock,
   writeFileAtomic,
 } from "@hermes/common";
+import { DeliveryServiceService } from "@hermes/proto/hermes/v1/delivery";
 import { ControlServiceService, GatewayServiceService, type GatewayStatus } from "@hermes/proto/hermes/v1/gateway";
+import { PeerServiceService } from "@hermes/proto/hermes/v1/peers";
+import { RoomMemberServiceService, RoomServiceService } from "@hermes/proto/hermes/v1/rooms";
+import { deliveryServiceHandlers } from "../api/grpc/delivery-service.js";
 import { controlServiceHandlers, gatewayServiceHandlers } from "../api/grpc/gateway-service.js";
+import { memberTurnServiceHandlers } from "../api/grpc/member-turn-service.js";
+import { peerServiceHandlers } from "../api/grpc/peer-service.js";
+import { roomServiceHandlers } from "../api/grpc/room-service.js";
+import { apiPlatformRoute } from "../api/http/api-platform.js";
+import { roomMethods } from "../api/rpc/room-methods.js";
+import { createRpcServer, type RpcServer } from "../api/rpc/rpc-server.js";
 import { RoutingIndex } from "../core/identity/routing-index.js";
+import { DeliveriesStore } from "../store/deliveries-store.js";
 import { getMeta, openGatewayDb, ProfileDatabases, setMeta } from "../store/gateway-store.js";
 import { loadRoutingEntries, persistRoutingChanges } from "../store/routing-store.js";
+import { RunsStore } from "../store/runs-store.js";
 import { ChatService } from "./chat.js";
 import { type GatewaySettings, resolveGatewaySettings, type SettingsOverrides } from "./config.js";
+import { DeliveryService } from "./delivery/delivery-service.js";
 import { HermesHome } from "./home.js";
+import { peerLinks } from "./peers/peer-directory.js";
+import { PeerRuns } from "./peers/peer-runs.js";
 import { ProfileService } from "./profiles.js";
+import { RelayLink, relayConnectionName } from "./relay/relay-link.js";
+import { DiscussionDriver } from "./rooms/discussion-driver.js";
+import { MemberTurnRouter, registerMemberTurnTunnel } from "./rooms/member-turn-routes.js";
+import { LocalMemberTurns, MemberTurnServer } from "./rooms/member-turns.js";
+import { peerKeyVariable } from "./rooms/room-source.js";
+import { RoomsService } from "./rooms/rooms-service.js";
 import { type RoutingAccess, SessionService } from "./sessions.js";
 
 export const VERSION = "0.1.0";
@@ -96,6 +118,18 @@ export class Gateway {
   private ready = false;
   private readonly timers: NodeJS.Timeout[] = [];
   private stopping: Promise<void> | undefined;
+  /** §4 bot-to-bot delivery (outbox, ingress, receipts). */
+  deliveries!: DeliveryService;
+  /** §5.2 turns other gateways run here (`hermes peer dm/run`). */
+  peerRuns!: PeerRuns;
+  /** §3 replicated rooms (store, group commit, replication, authority). */
+  rooms!: RoomsService;
+  /** §3.6 the discussion driver of the rooms led here. */
+  discussions!: DiscussionDriver;
+  /** §5.1 the dial-out link to the relay, when relay.url is configured. */
+  relay: RelayLink | undefined;
+  /** JSON-RPC over WebSocket at /rpc on the HTTP port. */
+  private rpc: RpcServer | undefined;
 
   private constructor(
     readonly id: string,
@@ -163,10 +197,117 @@ export class Gateway {
       const sessions = new SessionService(db, routingAccess, clock);
       const gatewayRef: { current?: Gateway } = {};
       const profiles = new ProfileService(home, db, profileDbs, sessions, routingAccess, clock, {
-        stopProfile: (name) => gatewayRef.current?.chat.stopProfile(name),
+        stopProfile: (name) => {
+          gatewayRef.current?.deliveries.profileStopping(name);
+          gatewayRef.current?.chat.stopProfile(name);
+        },
+        profilesChanged: () => {
+          gatewayRef.current?.deliveries.rosterChanged();
+          gatewayRef.current?.relay?.rosterChanged();
+        },
       });
       profiles.ensureDefault();
-      const chat = new ChatService({ home, db, profileDbs, profiles, sessions, clock, logger, gatewayId: id });
+      const chat = new ChatService({
+        home,
+        db,
+        profileDbs,
+        profiles,
+        sessions,
+        clock,
+        logger,
+        gatewayId: id,
+        env: options.env ?? process.env,
+        agents: settings.agents,
+        registry: metrics.registry,
+      });
+      const deliveries = new DeliveryService({
+        store: new DeliveriesStore(db),
+        profileDbs,
+        profiles,
+        sessions,
+        chat,
+        clock,
+        logger,
+        gatewayId: id,
+        settings: settings.delivery,
+        registry: metrics.registry,
+        relayConnection: settings.relay ? relayConnectionName(settings.relay, id) : undefined,
+      });
+      chat.attachMessaging(deliveries);
+      const peerRuns = new PeerRuns({
+        store: new RunsStore(db),
+        profiles,
+        sessions,
+        chat,
+        clock,
+        logger: logger.child({ module: "peers" }),
+        registry: metrics.registry,
+        settings: { turnTimeoutMs: settings.delivery.turnTimeoutMs },
+      });
+      const relay = settings.relay
+        ? new RelayLink({
+            settings: settings.relay,
+            gatewayId: id,
+            version: VERSION,
+            logger: logger.child({ module: "relay" }),
+            clock,
+            profiles,
+            chat,
+            deliveries,
+            outcomeTimeoutMs: settings.delivery.peerTimeoutMs,
+          })
+        : undefined;
+      cleanup.push(() => void relay?.stop());
+      const rooms = new RoomsService({
+        db,
+        gatewayId: id,
+        clock,
+        logger: logger.child({ module: "rooms" }),
+        registry: metrics.registry,
+        peers: {
+          url: (peer) => chat.modelConfig.gatewayConfig().bot_peers?.[peer]?.url,
+          key: (peer) => chat.modelConfig.forProfile(DEFAULT_PROFILE).secret(peerKeyVariable(peer)),
+        },
+        settings: settings.rooms,
+        ...(relay ? { sources: relay.roomSources() } : {}),
+      });
+      relay?.serveRooms(rooms);
+      cleanup.push(() => void rooms.stop());
+      // §3.6 discussions: member turns run here (local profiles, and for other gateways' rooms) or
+      // on the member's gateway (a peer named after it, else the relay); the driver runs on rooms led here.
+      const localTurns = new LocalMemberTurns({
+        chat,
+        profiles,
+        sessions,
+        profileDbs,
+        clock,
+        logger: logger.child({ module: "discussions" }),
+      });
+      const memberTurns = new MemberTurnServer({
+        local: localTurns,
+        gatewayId: id,
+        observe: (roomId, authority) => rooms.observe(roomId, authority),
+        logger: logger.child({ module: "discussions" }),
+      });
+      if (relay) registerMemberTurnTunnel(relay.tunnelHandlers, memberTurns);
+      const discussions = new DiscussionDriver({
+        rooms,
+        members: new MemberTurnRouter({
+          gatewayId: id,
+          local: localTurns,
+          peers: {
+            url: (peer) => chat.modelConfig.gatewayConfig().bot_peers?.[peer]?.url,
+            key: (peer) => chat.modelConfig.forProfile(DEFAULT_PROFILE).secret(peerKeyVariable(peer)),
+          },
+          tunnel: () => relay?.tunnel,
+        }),
+        gatewayId: id,
+        clock,
+        logger: logger.child({ module: "discussions" }),
+        registry: metrics.registry,
+        settings: { turnTimeoutMs: settings.delivery.turnTimeoutMs },
+      });
+      rooms.attachDriver(discussions);
       const health = new HealthRegistry();
       const keys = new KeyRing(settings.apiKeys);
 
@@ -187,6 +328,34 @@ export class Gateway {
             transport,
           }),
         );
+        server.addService(
+          DeliveryServiceService,
+          adaptService(DeliveryServiceService, deliveryServiceHandlers({ deliveries, keyRequired: keys.required, transport }), {
+            ...auth,
+            metrics,
+            transport,
+          }),
+        );
+        server.addService(
+          PeerServiceService,
+          adaptService(PeerServiceService, peerServiceHandlers({ runs: peerRuns, keyRequired: keys.required, transport }), {
+            ...auth,
+            metrics,
+            transport,
+          }),
+        );
+        server.addService(
+          RoomServiceService,
+          adaptService(RoomServiceService, roomServiceHandlers(rooms), { ...auth, metrics, transport }),
+        );
+        server.addService(
+          RoomMemberServiceService,
+          adaptService(
+            RoomMemberServiceService,
+            memberTurnServiceHandlers({ server: memberTurns, keyRequired: keys.required, transport }),
+            { ...auth, metrics, transport },
+          ),
+        );
         health.addToServer(server);
         addReflection(server);
       }
@@ -206,11 +375,15 @@ export class Gateway {
         rmSync(home.controlSocket, { force: true });
       });
       let gateway: Gateway | undefined;
+      const rpc = createRpcServer({ keys, methods: roomMethods(rooms), logger: logger.child({ module: "rpc" }) });
+      cleanup.push(() => rpc.close());
       const http = await startHttpServer({
         listen: parseHostPort(settings.http),
         registry: metrics.registry,
         ready: () => gateway?.ready ?? false,
         metricsPublic: settings.metricsPublic,
+        routes: [apiPlatformRoute({ chat, keys, logger })],
+        upgrades: [rpc.upgrade],
       });
       gateway = new Gateway(
         id,
@@ -232,10 +405,21 @@ export class Gateway {
         grpcAddress,
       );
       gatewayForStatus = gateway;
+      gateway.deliveries = deliveries;
+      gateway.peerRuns = peerRuns;
+      gateway.rooms = rooms;
+      gateway.discussions = discussions;
+      gateway.relay = relay;
+      gateway.rpc = rpc;
       gatewayRef.current = gateway;
       gateway.timers.push(setInterval(persistRouting, settings.routingPersistMs).unref());
       gateway.timers.push(setInterval(() => gateway.writeHeartbeats("running"), settings.heartbeatMs).unref());
       chat.recoverInterruptedTurns();
+      peerRuns.start();
+      deliveries.start();
+      rooms.start();
+      discussions.start();
+      relay?.start();
       gateway.writeHeartbeats("running");
       health.setAll(ServingStatus.SERVING);
       gateway.ready = true;
@@ -263,9 +447,9 @@ export class Gateway {
       started_at: isoTime(this.startedAt),
       uptime_seconds: (now - this.startedAt) / 1000,
       profiles: this.profiles.names().length,
-      rooms: 0,
-      peers: [],
-      relay: { url: "", connection: "", state: "disabled", roster_epoch: 0 },
+      rooms: this.rooms.count(),
+      peers: peerLinks(this.chat.modelConfig),
+      relay: this.relay?.status() ?? { url: "", connection: "", state: "disabled", roster_epoch: 0 },
     };
   }
 
@@ -292,10 +476,24 @@ export class Gateway {
       this.health.setAll(ServingStatus.NOT_SERVING);
       for (const t of this.timers) clearInterval(t);
       const grace = this.settings.shutdownGraceMs;
+      // Deliveries first: queued mail stays queued for the next start, waiting callers are answered.
+      this.deliveries.beginStop();
+      // Peer runs too: waiting dm callers are answered; queued runs stay queued, running ones end interrupted.
+      this.peerRuns.beginStop();
+      const roomsStopping = this.rooms.beginStop();
+      // Running member turns get the grace period; their ends are logged while appends still work.
+      const discussionsStopping = this.discussions.stop(grace);
+      // The relay link next: running relayed deliveries were just answered runtime_offline (they stay queued here).
+      await this.relay?.stop();
       await Promise.all([shutdownServer(this.grpcServer, grace), shutdownServer(this.controlServer, grace)]);
       this.health.close();
+      this.rpc?.close();
       await this.http.close();
-      await this.chat.stop();
+      await roomsStopping;
+      await discussionsStopping;
+      await this.rooms.stop();
+      await this.chat.stop(grace);
+      await this.deliveries.stop();
       this.routingFlush();
       this.writeHeartbeats("stopped");
       this.profileDbs.closeAll();

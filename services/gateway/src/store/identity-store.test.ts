@@ -62,11 +62,21 @@ describe("rekeyProfileState", () => {
     const counts = rekeyProfileState(db, "bob", "robert");
     expect(counts).toEqual({ sessions: 2, gateway_routing: 2, gateway_heartbeats: 1, delivery_obligations: 2, profile_aliases: 1 });
 
-    const s = db.prepare("SELECT * FROM sessions WHERE session_id = 'ses-bob-c1'").get() as { session_key: string; profile_name: string; origin_json: string; entry_json: string };
+    const s = db.prepare("SELECT * FROM sessions WHERE session_id = 'ses-bob-c1'").get() as {
+      session_key: string;
+      profile_name: string;
+      origin_json: string;
+      entry_json: string;
+    };
     expect(s.session_key).toBe("agent:robert:api:dm:c1");
     expect(s.profile_name).toBe("robert");
     expect(JSON.parse(s.origin_json).profile).toBe("robert");
-    const r = db.prepare("SELECT * FROM gateway_routing WHERE routing_key = 'agent:robert:api:dm:c2'").get() as { session_key: string; profile_name: string; origin_json: string; entry_json: string };
+    const r = db.prepare("SELECT * FROM gateway_routing WHERE routing_key = 'agent:robert:api:dm:c2'").get() as {
+      session_key: string;
+      profile_name: string;
+      origin_json: string;
+      entry_json: string;
+    };
     expect(JSON.parse(r.entry_json)).toMatchObject({ session_key: "agent:robert:api:dm:c2", origin: { profile: "robert" } });
     expect(db.prepare("SELECT profile FROM gateway_heartbeats ORDER BY profile").pluck().all()).toEqual(["carol", "robert"]);
     expect(db.prepare("SELECT session_key FROM delivery_obligations WHERE adapter_profile = 'robert' ORDER BY 1").pluck().all()).toEqual([
@@ -149,7 +159,9 @@ describe("rekeyProfileState", () => {
 
   it("drops the old heartbeat when the new name already has its own (derived status, no collision)", () => {
     seed("bob");
-    db.prepare("INSERT INTO gateway_heartbeats (profile, gateway_id, pid, state, last_seen_at) VALUES ('robert', 'gw', 2, 'running', ?)").run(T);
+    db.prepare(
+      "INSERT INTO gateway_heartbeats (profile, gateway_id, pid, state, last_seen_at) VALUES ('robert', 'gw', 2, 'running', ?)",
+    ).run(T);
     expect(rekeyProfileState(db, "bob", "robert")).toMatchObject({ sessions: 1 });
     expect(db.prepare("SELECT profile, pid FROM gateway_heartbeats ORDER BY profile").all()).toEqual([{ profile: "robert", pid: 2 }]);
   });
@@ -161,12 +173,21 @@ describe("rekeyProfileState", () => {
     db.transaction(() => {
       for (let i = 0; i < 50_001; i++) insert.run(`s${i}`, `agent:big:api:dm:${i}`, JSON.stringify({ profile: "big" }), T, T);
     })();
-    const indexes = () => db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sessions' ORDER BY name").pluck().all();
+    const indexes = () =>
+      db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sessions' ORDER BY name").pluck().all();
     const before = indexes();
     expect(rekeyProfileState(db, "big", "huge")).toEqual({ sessions: 50_001 });
     expect(indexes()).toEqual(before);
-    expect(db.prepare("SELECT count(*) FROM sessions WHERE profile_name = 'huge' AND session_key LIKE 'agent:huge:%'").pluck().get()).toBe(50_001);
-    expect(() => db.prepare("INSERT INTO sessions (session_id, session_key, profile_name, title, kind, origin_json, created_at, updated_at) VALUES ('dup', 'agent:huge:api:dm:7', 'x', 't', 'api', '{}', ?, ?)").run(T, T)).toThrow(/UNIQUE/);
+    expect(db.prepare("SELECT count(*) FROM sessions WHERE profile_name = 'huge' AND session_key LIKE 'agent:huge:%'").pluck().get()).toBe(
+      50_001,
+    );
+    expect(() =>
+      db
+        .prepare(
+          "INSERT INTO sessions (session_id, session_key, profile_name, title, kind, origin_json, created_at, updated_at) VALUES ('dup', 'agent:huge:api:dm:7', 'x', 't', 'api', '{}', ?, ?)",
+        )
+        .run(T, T),
+    ).toThrow(/UNIQUE/);
   });
 
   it("is a no-op when old and new are equal", () => {

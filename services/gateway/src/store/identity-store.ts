@@ -114,7 +114,9 @@ export function rekeyProfileState(db: Db, oldName: string, newName: string, regi
       if (table.replaceable) {
         for (const c of columns.filter((x) => x.kind === "plain")) {
           const col = q(c.column);
-          db.prepare(`DELETE FROM ${q(table.table)} WHERE ${col} = @old AND EXISTS (SELECT 1 FROM ${q(table.table)} WHERE ${col} = @new)`).run(b);
+          db.prepare(
+            `DELETE FROM ${q(table.table)} WHERE ${col} = @old AND EXISTS (SELECT 1 FROM ${q(table.table)} WHERE ${col} = @new)`,
+          ).run(b);
         }
       }
       const byColumn = new Map<string, IdentityColumn[]>();
@@ -123,8 +125,11 @@ export function rekeyProfileState(db: Db, oldName: string, newName: string, regi
       const where = rowsOfOld(columns);
       const rows = (db.prepare(`SELECT count(*) AS n FROM ${q(table.table)} WHERE ${where}`).get(b) as { n: number }).n;
       if (rows === 0) continue;
-      const changed = withIndexesRebuiltIfLarge(db, table.table, rows, () =>
-        db.prepare(`UPDATE ${q(table.table)} SET ${sets} WHERE ${where}`).run(b).changes,
+      const changed = withIndexesRebuiltIfLarge(
+        db,
+        table.table,
+        rows,
+        () => db.prepare(`UPDATE ${q(table.table)} SET ${sets} WHERE ${where}`).run(b).changes,
       );
       if (changed > 0) counts[table.table] = changed;
     }
@@ -142,7 +147,9 @@ const REBUILD_INDEXES_ABOVE_ROWS = 50_000;
 /** Runs `rewrite` on a table, rebuilding its explicit indexes around it when many rows change. */
 function withIndexesRebuiltIfLarge(db: Db, table: string, rows: number, rewrite: () => number): number {
   if (rows < REBUILD_INDEXES_ABOVE_ROWS) return rewrite();
-  const indexes = db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL").all(table) as {
+  const indexes = db
+    .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL")
+    .all(table) as {
     name: string;
     sql: string;
   }[];

@@ -1,4 +1,4 @@
-import type { Db } from "@hermes/common";
+import { type Db, statement } from "@hermes/common";
 import type { RoutingOrigin } from "../core/identity/routing-key.js";
 
 export type SessionKind = "bot_chat" | "chat" | "room" | "api";
@@ -29,36 +29,39 @@ export class SessionsStore {
   constructor(private readonly db: Db) {}
 
   insert(s: SessionRow): void {
-    this.db
-      .prepare(
-        `INSERT INTO sessions (session_id, session_key, profile_name, title, kind, origin_json, model_override, provider_override, created_at, updated_at)
+    statement(
+      this.db,
+      `INSERT INTO sessions (session_id, session_key, profile_name, title, kind, origin_json, model_override, provider_override, created_at, updated_at)
          VALUES (@session_id, @session_key, @profile_name, @title, @kind, @origin_json, @model_override, @provider_override, @created_at, @updated_at)`,
-      )
-      .run({ ...s, origin_json: JSON.stringify(s.origin) });
+    ).run({ ...s, origin_json: JSON.stringify(s.origin) });
   }
 
   byKey(sessionKey: string): SessionRow | undefined {
-    const r = this.db.prepare("SELECT * FROM sessions WHERE session_key = ?").get(sessionKey) as RawSession | undefined;
+    const r = statement(this.db, "SELECT * FROM sessions WHERE session_key = ?").get(sessionKey) as RawSession | undefined;
     return r && toSession(r);
   }
 
   byId(sessionId: string): SessionRow | undefined {
-    const r = this.db.prepare("SELECT * FROM sessions WHERE session_id = ?").get(sessionId) as RawSession | undefined;
+    const r = statement(this.db, "SELECT * FROM sessions WHERE session_id = ?").get(sessionId) as RawSession | undefined;
     return r && toSession(r);
   }
 
   listByProfile(profile: string): SessionRow[] {
-    return (this.db.prepare("SELECT * FROM sessions WHERE profile_name = ? ORDER BY created_at").all(profile) as RawSession[]).map(
+    return (statement(this.db, "SELECT * FROM sessions WHERE profile_name = ? ORDER BY created_at").all(profile) as RawSession[]).map(
       toSession,
     );
   }
 
   touch(sessionId: string, at: string): void {
-    this.db.prepare("UPDATE sessions SET updated_at = ? WHERE session_id = ?").run(at, sessionId);
+    statement(this.db, "UPDATE sessions SET updated_at = ? WHERE session_id = ?").run(at, sessionId);
   }
 
   setModelOverride(sessionId: string, model: string | null, provider: string | null): void {
-    this.db.prepare("UPDATE sessions SET model_override = ?, provider_override = ? WHERE session_id = ?").run(model, provider, sessionId);
+    statement(this.db, "UPDATE sessions SET model_override = ?, provider_override = ? WHERE session_id = ?").run(
+      model,
+      provider,
+      sessionId,
+    );
   }
 }
 
@@ -75,16 +78,18 @@ export class TranscriptStore {
   constructor(private readonly db: Db) {}
 
   list(sessionId: string, limit = 10_000): TranscriptMessage[] {
-    const rows = this.db
-      .prepare("SELECT seq, role, content, meta_json, created_at FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT ?")
-      .all(sessionId, limit) as (Omit<TranscriptMessage, "meta"> & { meta_json: string })[];
+    const rows = statement(
+      this.db,
+      "SELECT seq, role, content, meta_json, created_at FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT ?",
+    ).all(sessionId, limit) as (Omit<TranscriptMessage, "meta"> & { meta_json: string })[];
     return rows.reverse().map(({ meta_json, ...m }) => ({ ...m, meta: JSON.parse(meta_json) as Record<string, unknown> }));
   }
 
   /** Appends messages in one transaction with dense per-session seqs. */
   append(sessionId: string, messages: Omit<TranscriptMessage, "seq">[]): TranscriptMessage[] {
-    const next = this.db.prepare("SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM messages WHERE session_id = ?");
-    const insert = this.db.prepare(
+    const next = statement(this.db, "SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM messages WHERE session_id = ?");
+    const insert = statement(
+      this.db,
       "INSERT INTO messages (session_id, seq, role, content, meta_json, created_at) VALUES (?, ?, ?, ?, ?, ?)",
     );
     return this.db
@@ -102,7 +107,7 @@ export class TranscriptStore {
   replace(sessionId: string, messages: Omit<TranscriptMessage, "seq">[]): void {
     this.db
       .transaction(() => {
-        this.db.prepare("DELETE FROM messages WHERE session_id = ?").run(sessionId);
+        statement(this.db, "DELETE FROM messages WHERE session_id = ?").run(sessionId);
         this.append(sessionId, messages);
       })
       .immediate();

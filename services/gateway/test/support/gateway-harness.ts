@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Metadata, ServiceError } from "@grpc/grpc-js";
+import type { CallOptions, Metadata, ServiceError } from "@grpc/grpc-js";
 import { type Client, credentials } from "@grpc/grpc-js";
 import { authMetadata, createLogger, unaryCall } from "@hermes/common";
 import { Gateway, type GatewayOptions } from "../../src/app/gateway.js";
@@ -33,6 +33,10 @@ export async function startTestGateway(options: Partial<GatewayOptions> & { key?
     ...(options.clock ? { clock: options.clock } : {}),
   });
   const clients: Client[] = [];
+  const stop = async () => {
+    for (const c of clients) c.close();
+    await gateway.stop();
+  };
   return {
     gateway,
     home,
@@ -42,20 +46,18 @@ export async function startTestGateway(options: Partial<GatewayOptions> & { key?
       clients.push(c);
       return c;
     },
-    async stop() {
-      for (const c of clients) c.close();
-      await gateway.stop();
-    },
+    stop,
     async destroy() {
-      await this.stop();
+      await stop();
       rmSync(home, { recursive: true, force: true });
     },
   };
 }
 
-type Unary<Req, Res> = (req: Req, md: Metadata, cb: (err: ServiceError | null, res: Res) => void) => unknown;
+/** The 4-argument overload of a ts-proto client method (the one TypeScript infers from). */
+type Unary<Req, Res> = (req: Req, md: Metadata, options: Partial<CallOptions>, cb: (err: ServiceError | null, res: Res) => void) => unknown;
 
 /** Calls a unary method with `authorization: Bearer <key>` (null: no key), rejecting with a HermesError. */
 export function call<Req, Res>(client: Client, method: Unary<Req, Res>, req: Req, key: string | null = TEST_KEY): Promise<Res> {
-  return unaryCall<Res>((cb) => method.call(client, req, authMetadata(key ?? undefined), (err, res) => cb(err, res)));
+  return unaryCall<Res>((cb) => method.call(client, req, authMetadata(key ?? undefined), {}, (err, res) => cb(err, res)));
 }

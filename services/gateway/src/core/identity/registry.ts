@@ -106,4 +106,12 @@ export const IDENTITY_REGISTRY: IdentityTable[] = [
     ],
     purge: { kind: "delete" },
   },
+  // §5.2 peer runs (store/migrations/004-peer-runs.ts): the profile whose Bot Chat runs them. The
+  // sender is the calling gateway's statement, not rekeyed. A deleted profile's runs are purged
+  // (queued ones were dropped from its lanes first).
+  {
+    table: "peer_runs",
+    columns: [{ table: "peer_runs", column: "profile", kind: "plain" }],
+    purge: { kind: "delete" },
+  },
 ];

@@ -1,7 +1,7 @@
+import { eventHashOfCanonical } from "./hash-chain.js";
 import { MAX_BATCH_APPENDS } from "./limits.js";
 import { formatAuthority } from "./lineage.js";
 import { type Refusal, refusal } from "./refusal.js";
-import { sealEvent } from "./room-state.js";
 import { type Actor, CLIENT_APPENDABLE_KINDS, type RoomEvent, type RoomState } from "./types.js";
 import { checkActor, checkId, checkPayload, isEventKind, type SendParams } from "./validation.js";
 
@@ -77,25 +77,25 @@ export function planAppendBatch(state: RoomState, items: readonly AppendItem[], 
     });
     return { state, appended: [], outcomes: items.map(() => ({ kind: "refused", refusal: tooMany })) };
   }
-  let current = state;
+  // One working copy advanced in place (not a new state per append: a batch holds up to 1000).
+  const current: RoomState = { ...state };
   const appended: RoomEvent[] = [];
   const inBatch = new Map<string, RoomEvent>();
-  const outcomes = items.map((item): AppendOutcome => {
+  const outcomes = new Array<AppendOutcome>(items.length);
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i]!;
     const decided = decide(current, item, inBatch.get(item.request.event_id) ?? item.stored, now);
     if (decided.kind === "appended") {
       appended.push(decided.event);
       inBatch.set(decided.event.event_id, decided.event);
-      current = {
-        ...current,
-        last_seq: decided.event.seq,
-        last_hash: decided.event.hash,
-        latest_seq: decided.event.seq,
-        disbanded: current.disbanded || decided.event.kind === "room.disbanded",
-      };
+      current.last_seq = decided.event.seq;
+      current.last_hash = decided.event.hash;
+      current.latest_seq = decided.event.seq;
+      current.disbanded = current.disbanded || decided.event.kind === "room.disbanded";
     }
-    return decided;
-  });
-  return { state: current, appended, outcomes };
+    outcomes[i] = decided;
+  }
+  return { state: appended.length > 0 ? current : state, appended, outcomes };
 }
 
 function refused(r: Refusal): AppendOutcome {
@@ -181,18 +181,18 @@ function decide(state: RoomState, item: AppendItem, stored: RoomEvent | null, no
       }),
     );
   }
-  const event = sealEvent(
-    {
-      room_id: state.room_id,
-      seq: state.last_seq + 1,
-      event_id: request.event_id,
-      kind,
-      actor_json: actorJson.value,
-      epoch: state.authority.epoch,
-      payload_json: payloadJson.value,
-      created_at: now,
-    },
-    state.last_hash,
-  );
+  // Built once and sealed in place (this runs for every append of a group commit).
+  const event: RoomEvent = {
+    room_id: state.room_id,
+    seq: state.last_seq + 1,
+    event_id: request.event_id,
+    kind,
+    actor_json: actorJson.value,
+    epoch: state.authority.epoch,
+    payload_json: payloadJson.value,
+    created_at: now,
+    hash: "",
+  };
+  event.hash = eventHashOfCanonical(state.last_hash, event);
   return { kind: "appended", event };
 }

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { canonicalJson } from "./canonical-json.js";
 import type { RoomEvent } from "./types.js";
 
@@ -41,7 +41,9 @@ function hashBody(fields: HashedFields, actorCanonical: string, payloadCanonical
 }
 
 function sha256Hex(prevHash: string, body: string): string {
-  return createHash("sha256").update(prevHash, "utf8").update(body, "utf8").digest("hex");
+  // One-shot hash (Node ≥ 20.12): half the cost of createHash().update().digest(), and this runs
+  // for every event appended or verified.
+  return hash("sha256", prevHash + body, "hex");
 }
 
 /** Does `event.hash` chain from `prevHash`? False (never a throw) for unparsable JSON. */

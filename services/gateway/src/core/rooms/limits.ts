@@ -21,8 +21,15 @@ export const MAX_MEMBERS = 6;
 export const MIN_LOG_LIMIT = 1;
 export const MAX_LOG_LIMIT = 500;
 export const DEFAULT_LOG_LIMIT = 100;
+/**
+ * Replication pages (the packed encoding a replica asks for) may carry up to this many events: fewer,
+ * bigger pages are what lets catch-up approach the transport's limit (perf-baseline: page 5000).
+ */
+export const MAX_REPLICATION_LOG_LIMIT = 5000;
 /** Default byte budget of one page (sum of the JSON size of its events). */
 export const DEFAULT_PAGE_MAX_BYTES = 2 * 1024 * 1024;
+/** Largest byte budget a reader may ask for: a page must fit in one gRPC message (8 MiB on both ends). */
+export const MAX_PAGE_MAX_BYTES = 6 * 1024 * 1024;
 /** A page byte budget below this is refused: it could not make steady progress. */
 export const MIN_PAGE_MAX_BYTES = 1024;
 /** Most sends one group-commit batch may carry; keeps one SQLite transaction short. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { planAppendBatch } from "./append.js";
 import { DEFAULT_LOG_LIMIT, DEFAULT_PAGE_MAX_BYTES, MAX_LOG_LIMIT } from "./limits.js";
-import { buildLogPage, eventWireBytes, planLogRead } from "./log-page.js";
+import { buildLogPage, eventWireBytes, packedJsonWireBytes, planLogRead } from "./log-page.js";
 import { planCreateRoom } from "./room-state.js";
 import type { RoomEvent, RoomState } from "./types.js";
 import type { LogRead } from "./validation.js";
@@ -56,6 +56,21 @@ describe("planLogRead", () => {
     expect(planLogRead(state, { limit: MAX_LOG_LIMIT }).ok).toBe(true);
     expect(planLogRead(state, { limit: MAX_LOG_LIMIT + 1 })).toMatchObject({ ok: false, refusal: { reason: "invalid_params" } });
     expect(planLogRead(state, { limit: 0 })).toMatchObject({ ok: false, refusal: { reason: "invalid_params" } });
+    // A replication (packed) read may ask for up to 5000.
+    expect(planLogRead(state, { limit: 5000 }, { maxLimit: 5000 }).ok).toBe(true);
+  });
+
+  it("sizes an event like its JSON (the page byte budget's unit)", () => {
+    const { events } = room(3);
+    for (const event of events) expect(eventWireBytes(event)).toBe(Buffer.byteLength(JSON.stringify(event)));
+  });
+
+  it("sizes a packed event from its tuple JSON exactly like eventWireBytes", () => {
+    const { events } = room(4, (i) => ["plain", 'quoted "x" \\ y', "ünï 😀 \u2028", "ctl \u0001\n"][i - 2]!);
+    for (const e of events) {
+      const json = JSON.stringify([e.seq, e.event_id, e.kind, e.actor_json, e.epoch, e.payload_json, e.created_at, e.hash]);
+      expect(packedJsonWireBytes(e.room_id, Buffer.byteLength(json))).toBe(eventWireBytes(e));
+    }
   });
 
   it("refuses since_seq beyond the log with cursor_conflict, telling where the log ends", () => {

@@ -2,7 +2,7 @@ import { HermesError } from "@hermes/common";
 import { utf8Bytes } from "./canonical-json.js";
 import { DEFAULT_LOG_LIMIT, DEFAULT_PAGE_MAX_BYTES } from "./limits.js";
 import { refusal } from "./refusal.js";
-import type { LogPage, RoomEvent, RoomState } from "./types.js";
+import type { LogPage, PackedEventJson, PackedLogPage, RoomEvent, RoomState } from "./types.js";
 import { type Checked, checkLogRead, type LogRead } from "./validation.js";
 
 export interface LogReadParams {
@@ -17,12 +17,15 @@ export interface LogReadParams {
  * buildLogPage. `since_seq` beyond the log is refused with `cursor_conflict` and `data.latest_seq`,
  * so a replica that is ahead of a restored authority learns where the authority really ends.
  */
-export function planLogRead(state: RoomState, params: LogReadParams): Checked<LogRead> {
-  const checked = checkLogRead({
-    since_seq: params.since_seq ?? 0,
-    limit: params.limit ?? DEFAULT_LOG_LIMIT,
-    max_bytes: params.max_bytes ?? DEFAULT_PAGE_MAX_BYTES,
-  });
+export function planLogRead(state: RoomState, params: LogReadParams, options: { maxLimit?: number } = {}): Checked<LogRead> {
+  const checked = checkLogRead(
+    {
+      since_seq: params.since_seq ?? 0,
+      limit: params.limit ?? DEFAULT_LOG_LIMIT,
+      max_bytes: params.max_bytes ?? DEFAULT_PAGE_MAX_BYTES,
+    },
+    options.maxLimit,
+  );
   if (!checked.ok) return checked;
   if (checked.value.since_seq > state.last_seq) {
     return {
@@ -42,38 +45,86 @@ export function planLogRead(state: RoomState, params: LogReadParams): Checked<Lo
   return checked;
 }
 
-/** Bytes an event takes on the wire (its JSON), the unit of the page byte budget. */
+/** Bytes of the JSON object keys, quotes, colons and commas of an event; the values are added per event. */
+const EVENT_JSON_FRAME_BYTES = utf8Bytes(
+  JSON.stringify({ room_id: "", seq: 0, event_id: "", kind: "", actor_json: "", epoch: 0, payload_json: "", created_at: "", hash: "" }),
+);
+
+/**
+ * Bytes an event takes on the wire (its JSON), the unit of the page byte budget. Summed per field
+ * instead of serialising the event object: this runs for every event of every page, and a
+ * replication page holds thousands. Exact: ids, kinds, times and hashes hold nothing JSON escapes
+ * (validation), and the two JSON texts are measured as JSON strings.
+ */
 export function eventWireBytes(event: RoomEvent): number {
-  return utf8Bytes(JSON.stringify(event));
+  return (
+    EVENT_JSON_FRAME_BYTES -
+    6 +
+    digits(event.seq) +
+    digits(event.epoch) +
+    utf8Bytes(event.room_id) +
+    utf8Bytes(event.event_id) +
+    event.kind.length +
+    utf8Bytes(JSON.stringify(event.actor_json)) +
+    utf8Bytes(JSON.stringify(event.payload_json)) +
+    event.created_at.length +
+    event.hash.length
+  );
+}
+
+function digits(value: number): number {
+  return String(value).length;
 }
 
 /**
- * Builds a page from events the store read in seq order from `read.since_seq + 1`. The page holds at
- * most `read.limit` events and at most `read.max_bytes` of event JSON, but always at least one event
- * when one exists, so a reader always makes progress. `prev` is the stored event at since_seq.
+ * Bytes of a packed tuple's JSON text that eventWireBytes does not count: the two brackets, the
+ * seven commas and the quotes of event_id, kind, created_at and hash. The rest of the tuple is the
+ * same values eventWireBytes sums (actor_json and payload_json as JSON strings).
  */
-export function buildLogPage(state: RoomState, read: LogRead, prevEvent: RoomEvent | null, events: readonly RoomEvent[]): LogPage {
+const PACKED_TUPLE_FRAME_BYTES = 2 + 7 + 4 * 2;
+
+/**
+ * The wire size of a packed event by the same measure as eventWireBytes, from the UTF-8 size of its
+ * tuple's JSON text (`json_bytes` of PackedEventJson; its room id is the page's). Exact for the same
+ * reason eventWireBytes is: ids, kinds, times and hashes hold nothing JSON escapes.
+ */
+export function packedJsonWireBytes(roomId: string, jsonBytes: number): number {
+  return EVENT_JSON_FRAME_BYTES - 6 + utf8Bytes(roomId) - PACKED_TUPLE_FRAME_BYTES + jsonBytes;
+}
+
+/**
+ * The events of a page out of what the store read in seq order from `read.since_seq + 1`: at most
+ * `read.limit` events and at most `read.max_bytes` of event JSON, but always at least one event when
+ * one exists, so a reader always makes progress. Checks that the log is dense.
+ */
+function pageWindow<T>(state: RoomState, read: LogRead, items: readonly T[], seqOf: (item: T) => number, sizeOf: (item: T) => number): T[] {
+  const page: T[] = [];
+  let bytes = 0;
+  for (const item of items) {
+    if (page.length >= read.limit) break;
+    const expected = read.since_seq + page.length + 1;
+    const seq = seqOf(item);
+    if (seq !== expected) {
+      throw new HermesError("database_corrupt", `room ${state.room_id} log is not dense: expected seq ${expected}, read ${seq}`);
+    }
+    if (seq > state.last_seq) break;
+    const size = sizeOf(item);
+    if (page.length > 0 && bytes + size > read.max_bytes) break;
+    page.push(item);
+    bytes += size;
+  }
+  return page;
+}
+
+function checkPrev(state: RoomState, read: LogRead, prevEvent: RoomEvent | null): void {
   if (read.since_seq > 0 && (prevEvent === null || prevEvent.seq !== read.since_seq)) {
     throw new HermesError("internal", `the store passed no event at seq ${read.since_seq} for the page of room ${state.room_id}`);
   }
-  const page: RoomEvent[] = [];
-  let bytes = 0;
-  for (const event of events) {
-    if (page.length >= read.limit) break;
-    const expected = read.since_seq + page.length + 1;
-    if (event.seq !== expected || event.room_id !== state.room_id) {
-      throw new HermesError("database_corrupt", `room ${state.room_id} log is not dense: expected seq ${expected}, read ${event.seq}`);
-    }
-    if (event.seq > state.last_seq) break;
-    const size = eventWireBytes(event);
-    if (page.length > 0 && bytes + size > read.max_bytes) break;
-    page.push(event);
-    bytes += size;
-  }
-  const cursor = page.length > 0 ? page[page.length - 1]!.seq : read.since_seq;
+}
+
+function pageFrame(state: RoomState, read: LogRead, prevEvent: RoomEvent | null, cursor: number): Omit<LogPage, "events"> {
   return {
     room_id: state.room_id,
-    events: page,
     cursor,
     latest_seq: state.last_seq,
     has_more: cursor < state.last_seq,
@@ -81,4 +132,43 @@ export function buildLogPage(state: RoomState, read: LogRead, prevEvent: RoomEve
     lineage: state.lineage.map((entry) => ({ ...entry })),
     prev: prevEvent === null || read.since_seq === 0 ? null : { seq: prevEvent.seq, epoch: prevEvent.epoch, hash: prevEvent.hash },
   };
+}
+
+/**
+ * Builds a page from events the store read in seq order from `read.since_seq + 1` (see pageWindow
+ * for the bounds). `prev` is the stored event at since_seq.
+ */
+export function buildLogPage(state: RoomState, read: LogRead, prevEvent: RoomEvent | null, events: readonly RoomEvent[]): LogPage {
+  checkPrev(state, read, prevEvent);
+  for (const event of events) {
+    if (event.room_id !== state.room_id) {
+      throw new HermesError("database_corrupt", `room ${state.room_id} log holds an event of room ${event.room_id}`);
+    }
+  }
+  const page = pageWindow(state, read, events, (e) => e.seq, eventWireBytes);
+  const cursor = page.length > 0 ? page[page.length - 1]!.seq : read.since_seq;
+  return { ...pageFrame(state, read, prevEvent, cursor), events: page };
+}
+
+/**
+ * The same page with packed events (a replication page): same bounds, same fields. `rows` are
+ * what the store read, each event's tuple already JSON text with its size (PackedEventJson).
+ */
+export function buildPackedLogPage(
+  state: RoomState,
+  read: LogRead,
+  prevEvent: RoomEvent | null,
+  rows: readonly PackedEventJson[],
+): PackedLogPage {
+  checkPrev(state, read, prevEvent);
+  const sizeOffset = packedJsonWireBytes(state.room_id, 0);
+  const page = pageWindow(
+    state,
+    read,
+    rows,
+    (e) => e[0],
+    (e) => sizeOffset + e[1],
+  );
+  const cursor = page.length > 0 ? page[page.length - 1]![0] : read.since_seq;
+  return { ...pageFrame(state, read, prevEvent, cursor), packed: page };
 }

@@ -86,6 +86,38 @@ export interface LogPage {
 }
 
 /**
+ * An event as a packed (replication) page carries it, without the room id the page already names:
+ * `[seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash]`. A store can read rows
+ * in this shape and a transport can serialise them as they are.
+ */
+export type PackedEvent = [
+  seq: number,
+  event_id: string,
+  kind: string,
+  actor_json: string,
+  epoch: number,
+  payload_json: string,
+  created_at: string,
+  hash: string,
+];
+
+/**
+ * An event of a packed page as the store reads it for the wire: `[seq, json_bytes, json]` where
+ * `json` is its PackedEvent tuple already serialised as JSON text (by SQLite, in C: the authority
+ * never builds a JS object or array per event it serves) and `json_bytes` is that text's size in
+ * UTF-8 bytes (the page byte budget is derived from it, see packedJsonWireBytes).
+ */
+export type PackedEventJson = [seq: number, json_bytes: number, json: string];
+
+/**
+ * A `groups.log` page whose events are packed (same fields and rules as LogPage): a transport
+ * joins the JSON texts into the page's `packed_events` array as they are.
+ */
+export interface PackedLogPage extends Omit<LogPage, "events"> {
+  packed: PackedEventJson[];
+}
+
+/**
  * Safety of a room on this gateway (§3.2 `groups.replica_state`):
  * - `passive`: nothing is in effect; an authority accepts sends, a replica applies pages.
  * - `fenced`: this gateway was authority and learned of a newer (or competing) epoch; sends are refused until demoted.

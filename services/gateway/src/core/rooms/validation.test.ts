@@ -1,4 +1,6 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { canonicalJson } from "./canonical-json.js";
 import { MAX_ID_CHARS, MAX_NAME_CHARS, MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES } from "./limits.js";
 import { checkActor, checkId, checkLogRead, checkMembers, checkPayload, checkRoomName, checkSendParams } from "./validation.js";
 
@@ -138,7 +140,51 @@ describe("groups.log bounds", () => {
     [{ since_seq: -1, limit: 10, max_bytes: 1024 }, "invalid_params"],
     [{ since_seq: 1.5, limit: 10, max_bytes: 1024 }, "invalid_params"],
     [{ since_seq: 0, limit: 10, max_bytes: 100 }, "invalid_params"],
+    [{ since_seq: 0, limit: 10, max_bytes: 6 * 1024 * 1024 }, "ok"],
+    [{ since_seq: 0, limit: 10, max_bytes: 6 * 1024 * 1024 + 1 }, "invalid_params"],
   ])("%j → %s", (read, expected) => {
     expect(reasonOf(checkLogRead(read))).toBe(expected);
+  });
+
+  it("allows replication pages of up to 5000 events when asked", () => {
+    expect(reasonOf(checkLogRead({ since_seq: 0, limit: 5000, max_bytes: 1024 }, 5000))).toBe("ok");
+    expect(reasonOf(checkLogRead({ since_seq: 0, limit: 5001, max_bytes: 1024 }, 5000))).toBe("invalid_params");
+  });
+});
+
+describe("fast paths", () => {
+  it("writes a message payload exactly as canonicalJson does", () => {
+    fc.assert(
+      fc.property(
+        fc.string({ unit: "binary", maxLength: 200 }),
+        fc.option(fc.constantFrom("t1", "thread-2"), { nil: undefined }),
+        (text, thread) => {
+          const payload = thread === undefined ? { text } : { thread_id: thread, text };
+          const checked = checkPayload("message.user", payload);
+          if (text.length === 0) expect(checked.ok).toBe(false);
+          else expect(checked).toEqual({ ok: true, value: canonicalJson(payload) });
+        },
+      ),
+    );
+  });
+
+  it("refuses a text whose escaped JSON exceeds the payload limit", () => {
+    expect(reasonOf(checkPayload("message.user", { text: "\u0001".repeat(60 * 1024) }))).toBe("payload_too_large");
+  });
+
+  it("gives well-formed sends and sends zod must explain the same answers", () => {
+    const good = { room_id: "r", event_id: "e", payload: { text: "hi" } };
+    expect(checkSendParams(good)).toEqual({ ok: true, value: good });
+    expect(reasonOf(checkSendParams({ ...good, extra: 1 }))).toBe("invalid_params");
+    expect(reasonOf(checkSendParams({ ...good, payload: { text: "hi", x: 1 } }))).toBe("invalid_params");
+    expect(reasonOf(checkSendParams({ ...good, expected_latest_seq: -1 }))).toBe("invalid_params");
+    expect(reasonOf(checkSendParams({ ...good, expected_latest_seq: 1.5 }))).toBe("invalid_params");
+  });
+
+  it("caches an accepted actor's canonical JSON per kind", () => {
+    const actor = { kind: "user", id: "u" };
+    expect(checkActor("message.user", actor)).toEqual({ ok: true, value: '{"id":"u","kind":"user"}' });
+    expect(checkActor("message.user", actor)).toEqual({ ok: true, value: '{"id":"u","kind":"user"}' });
+    expect(reasonOf(checkActor("message.member", actor))).toBe("invalid_params");
   });
 });

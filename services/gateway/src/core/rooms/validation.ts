@@ -7,6 +7,7 @@ import {
   MAX_LOG_LIMIT,
   MAX_MEMBERS,
   MAX_NAME_CHARS,
+  MAX_PAGE_MAX_BYTES,
   MAX_PAYLOAD_BYTES,
   MAX_TEXT_BYTES,
   MIN_LOG_LIMIT,
@@ -200,10 +201,34 @@ const ACTOR_KINDS = new Set<string>(["user", "member", "gateway", "system"]);
 const ACTOR_OPTIONAL_FIELDS = new Set(["display_name", "profile", "connection_id"]);
 
 /**
+ * Accepted actors by object, per event kind: a connection's actor is one object used for every
+ * send, so its canonical JSON is computed once. Actors are values; callers never mutate one after
+ * using it (the service freezes its own).
+ */
+const acceptedActors = new WeakMap<object, Map<EventKind, string>>();
+
+/**
  * Canonical actor JSON for an event kind, checking the actor kind the event kind requires. Written
  * by hand rather than with zod: it runs on every append and is a hot path of group commit.
  */
 export function checkActor(kind: EventKind, actor: unknown): Checked<string> {
+  if (actor !== null && typeof actor === "object") {
+    const known = acceptedActors.get(actor)?.get(kind);
+    if (known !== undefined) return ok(known);
+  }
+  const checked = checkActorUncached(kind, actor);
+  if (checked.ok && actor !== null && typeof actor === "object") {
+    let byKind = acceptedActors.get(actor);
+    if (byKind === undefined) {
+      byKind = new Map();
+      acceptedActors.set(actor, byKind);
+    }
+    byKind.set(kind, checked.value);
+  }
+  return checked;
+}
+
+function checkActorUncached(kind: EventKind, actor: unknown): Checked<string> {
   const shape = () => refusal("invalid_params", "actor must be {kind, id, display_name?, profile?, connection_id?}", { field: "actor" });
   if (actor === null || typeof actor !== "object" || Array.isArray(actor)) return no(shape());
   const record = actor as Record<string, unknown>;
@@ -250,7 +275,16 @@ export function checkPayload(kind: EventKind, payload: unknown): Checked<string>
         const thread = checkId(record.thread_id, "payload.thread_id");
         if (!thread.ok) return no(thread.refusal);
       }
-      break;
+      // The exact canonical form of {text, thread_id?} ("text" sorts before "thread_id"), without the
+      // generic walker: this is every client send. Bounded by the text limit, far below the payload one.
+      const json =
+        record.thread_id === undefined
+          ? `{"text":${JSON.stringify(text.value)}}`
+          : `{"text":${JSON.stringify(text.value)},"thread_id":${JSON.stringify(record.thread_id)}}`;
+      // Escaping can grow a 64 KiB text past the payload limit (control characters take 6 bytes).
+      if (json.length * 3 > MAX_PAYLOAD_BYTES && utf8Bytes(json) > MAX_PAYLOAD_BYTES)
+        return canonicalObject(record, "payload", MAX_PAYLOAD_BYTES);
+      return ok(json);
     }
     case "message.member": {
       const text = checkText(record.text, "payload.text");
@@ -291,8 +325,32 @@ export const sendParamsSchema = z
   .strict();
 export type SendParams = z.infer<typeof sendParamsSchema>;
 
+const SEND_KEYS = new Set(["room_id", "event_id", "payload", "expected_latest_seq"]);
+const MESSAGE_PAYLOAD_KEYS = new Set(["text", "thread_id"]);
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+/**
+ * The shape zod checks, tested by hand: true only for exactly what sendParamsSchema accepts, so a
+ * well-formed send (every send of a pipelined stream) skips zod; anything else goes through zod
+ * for its precise message.
+ */
+function hasSendShape(raw: unknown): raw is SendParams {
+  if (!isPlainObject(raw) || typeof raw.room_id !== "string" || typeof raw.event_id !== "string") return false;
+  for (const key of Object.keys(raw)) if (!SEND_KEYS.has(key)) return false;
+  const payload = raw.payload;
+  if (!isPlainObject(payload) || typeof payload.text !== "string") return false;
+  for (const key of Object.keys(payload)) if (!MESSAGE_PAYLOAD_KEYS.has(key)) return false;
+  if (payload.thread_id !== undefined && typeof payload.thread_id !== "string") return false;
+  const expected = raw.expected_latest_seq;
+  return expected === undefined || (typeof expected === "number" && Number.isSafeInteger(expected) && expected >= 0);
+}
+
 /** Parses raw `groups.send` params: shape by zod, ids and limits by the checks above. */
 export function checkSendParams(raw: unknown): Checked<SendParams> {
+  if (hasSendShape(raw)) return checkSendValues(raw);
   const parsed = sendParamsSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -307,13 +365,17 @@ export function checkSendParams(raw: unknown): Checked<SendParams> {
       ),
     );
   }
-  const room = checkId(parsed.data.room_id, "room_id");
+  return checkSendValues(parsed.data);
+}
+
+function checkSendValues(params: SendParams): Checked<SendParams> {
+  const room = checkId(params.room_id, "room_id");
   if (!room.ok) return no(room.refusal);
-  const event = checkId(parsed.data.event_id, "event_id");
+  const event = checkId(params.event_id, "event_id");
   if (!event.ok) return no(event.refusal);
-  const payload = checkPayload("message.user", parsed.data.payload);
+  const payload = checkPayload("message.user", params.payload);
   if (!payload.ok) return no(payload.refusal);
-  return ok(parsed.data);
+  return ok(params);
 }
 
 export interface LogRead {
@@ -322,25 +384,29 @@ export interface LogRead {
   max_bytes: number;
 }
 
-/** `groups.log` bounds: since_seq ≥ 0, limit 1..500, max_bytes ≥ 1 KiB (defaults applied by the caller). */
-export function checkLogRead(read: LogRead): Checked<LogRead> {
+/**
+ * `groups.log` bounds: since_seq ≥ 0, limit 1..500 (1..`maxLimit` for replication pages), max_bytes
+ * 1 KiB..6 MiB (defaults applied by the caller).
+ */
+export function checkLogRead(read: LogRead, maxLimit: number = MAX_LOG_LIMIT): Checked<LogRead> {
   if (!Number.isSafeInteger(read.since_seq) || read.since_seq < 0) {
     return no(refusal("invalid_params", `since_seq must be an integer ≥ 0, got ${read.since_seq}`, { field: "since_seq" }));
   }
-  if (!Number.isSafeInteger(read.limit) || read.limit < MIN_LOG_LIMIT || read.limit > MAX_LOG_LIMIT) {
+  if (!Number.isSafeInteger(read.limit) || read.limit < MIN_LOG_LIMIT || read.limit > maxLimit) {
     return no(
-      refusal("invalid_params", `limit must be ${MIN_LOG_LIMIT}..${MAX_LOG_LIMIT}, got ${read.limit}`, {
+      refusal("invalid_params", `limit must be ${MIN_LOG_LIMIT}..${maxLimit}, got ${read.limit}`, {
         field: "limit",
         min: MIN_LOG_LIMIT,
-        max: MAX_LOG_LIMIT,
+        max: maxLimit,
       }),
     );
   }
-  if (!Number.isSafeInteger(read.max_bytes) || read.max_bytes < MIN_PAGE_MAX_BYTES) {
+  if (!Number.isSafeInteger(read.max_bytes) || read.max_bytes < MIN_PAGE_MAX_BYTES || read.max_bytes > MAX_PAGE_MAX_BYTES) {
     return no(
-      refusal("invalid_params", `max_bytes must be an integer ≥ ${MIN_PAGE_MAX_BYTES}, got ${read.max_bytes}`, {
+      refusal("invalid_params", `max_bytes must be an integer from ${MIN_PAGE_MAX_BYTES} to ${MAX_PAGE_MAX_BYTES}, got ${read.max_bytes}`, {
         field: "max_bytes",
         min: MIN_PAGE_MAX_BYTES,
+        max: MAX_PAGE_MAX_BYTES,
       }),
     );
   }

@@ -1,0 +1,294 @@
+#!/usr/bin/env node
+// Benchmark: bot-to-bot delivery (issue #4). Prints figures and ratios only; no pass/fail.
+//
+//   npm run build && npm run bench:delivery [-- --bots 100 --messages 5000 --samples 500 --model-ms 0 --json]
+//
+// Two scenarios, each on a fresh HERMES_HOME with a real Gateway (the BUILT packages, like the
+// `hermes` binary) and N bots:
+//   local   every bot on the embedded deterministic `local` provider: everything measured is our own
+//           overhead (outbox + ingress rows, claim, turn, transcript, settle, notification; SQLite
+//           synchronous=FULL, so every commit is fsynced)
+//   openai  every bot on an OpenAI-compatible HTTP server in this process (answers at once, or after
+//           --model-ms): the same path plus real HTTP to a provider; the provider's share is timed
+//           around fetch, so our share of the latency is visible
+// Each scenario measures
+//   throughput  M deliveries enqueued at once between random pairs of bots, until all have settled
+//   latency     S deliveries one after another (no queueing): enqueue → settled, p50/p99, and for
+//               `openai` the same minus the time spent in the provider call
+//   CPU         process CPU time per delivery in both phases: our compute cost, independent of how
+//               long the disk takes to fsync (which dominates the wall-clock figures on a busy VM)
+// The machine's fsync cost is measured in the same run (the ratio shows how many commits' worth of
+// time one delivery costs).
+
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import Database from "better-sqlite3";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const DIST = {
+  gateway: join(ROOT, "services/gateway/dist/index.js"),
+  common: join(ROOT, "services/common/dist/index.js"),
+};
+
+const { values: opts } = parseArgs({
+  options: {
+    bots: { type: "string", default: "100" },
+    messages: { type: "string", default: "5000" },
+    samples: { type: "string", default: "500" },
+    "model-ms": { type: "string", default: "0" },
+    scenarios: { type: "string", default: "local,openai" },
+    json: { type: "boolean", default: false },
+  },
+});
+
+const int = (name, min = 0) => {
+  const n = Number(opts[name]);
+  if (!Number.isInteger(n) || n < min) {
+    process.stderr.write(`--${name} must be an integer ≥ ${min} (got ${opts[name]})\n`);
+    process.exit(2);
+  }
+  return n;
+};
+const BOTS = int("bots", 2);
+const MESSAGES = int("messages", 1);
+const SAMPLES = int("samples", 1);
+const MODEL_MS = int("model-ms", 0);
+
+let gatewayModule;
+let commonModule;
+try {
+  gatewayModule = await import(DIST.gateway);
+  commonModule = await import(DIST.common);
+} catch (err) {
+  process.stderr.write(`cannot load the built packages (${err.message}); run \`npm run build\` first\n`);
+  process.exit(2);
+}
+const { Gateway } = gatewayModule;
+const { createLogger } = commonModule;
+
+const log = (line) => {
+  if (!opts.json) process.stdout.write(`${line}\n`);
+};
+
+function percentile(sorted, p) {
+  if (sorted.length === 0) return Number.NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i];
+}
+
+const ms = (x) => `${x.toFixed(2)} ms`;
+
+/** An OpenAI-compatible endpoint that echoes the newest message, after `delayMs`. */
+async function startFakeProvider(delayMs) {
+  const server = createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      const body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      const last = body.messages.at(-1);
+      const reply = JSON.stringify({
+        id: "chatcmpl-bench",
+        object: "chat.completion",
+        created: 0,
+        model: body.model,
+        choices: [
+          { index: 0, message: { role: "assistant", content: `ok: ${String(last?.content ?? "").slice(0, 40)}` }, finish_reason: "stop" },
+        ],
+      });
+      setTimeout(() => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(reply);
+      }, delayMs);
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}/v1`,
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(r);
+      }),
+  };
+}
+
+/** Time spent inside fetch (the provider call), for the latency phase's "our share". */
+let fetchMs = 0;
+const realFetch = globalThis.fetch;
+globalThis.fetch = async (...args) => {
+  const t0 = performance.now();
+  try {
+    const res = await realFetch(...args);
+    const text = await res.text();
+    return new Response(text, { status: res.status, headers: res.headers });
+  } finally {
+    fetchMs += performance.now() - t0;
+  }
+};
+
+/** The machine's cost of one fsynced SQLite commit (WAL, synchronous=FULL), measured now. */
+function commitCost(dir) {
+  const db = new Database(join(dir, "fsync-baseline.db"));
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = FULL");
+  db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)");
+  const insert = db.prepare("INSERT INTO t (v) VALUES (?)");
+  for (let i = 0; i < 20; i++) insert.run("warm");
+  const n = 300;
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) insert.run("x".repeat(200));
+  const per = (performance.now() - t0) / n;
+  db.close();
+  return per;
+}
+
+async function scenario(name, provider) {
+  const home = mkdtempSync(join(tmpdir(), `hermes-bench-delivery-${name}-`));
+  try {
+    const config = {
+      agents: { max_warm: Math.min(64, BOTS + 8) },
+      delivery: { max_parallel_targets: 8 },
+      ...(provider ? { providers: { fake: { base_url: provider.url, api_key_env: "FAKE_KEY" } } } : {}),
+    };
+    writeFileSync(join(home, "config.yaml"), JSON.stringify(config));
+    const gateway = await Gateway.start({
+      home,
+      overrides: { grpc: "127.0.0.1:0", http: "127.0.0.1:0" },
+      logger: createLogger("gateway", "silent"),
+      env: { FAKE_KEY: "sk-bench" },
+    });
+    const bots = Array.from({ length: BOTS }, (_, i) => `bot${String(i).padStart(3, "0")}`);
+    const tCreate = performance.now();
+    for (const bot of bots) gateway.profiles.create(bot, provider ? { provider: "fake", model: "bench-model" } : {});
+    const createMs = performance.now() - tCreate;
+    gateway.deliveries.rosterChanged();
+    const d = gateway.deliveries;
+    const pair = (i) => {
+      const from = bots[i % BOTS];
+      let to = bots[(i * 37 + 11) % BOTS];
+      if (to === from) to = bots[(i + 1) % BOTS];
+      return [from, to];
+    };
+    // Warm-up: every bot receives once (agents built, files cached).
+    await Promise.all(bots.map((b, i) => d.wait(d.send(bots[(i + 1) % BOTS], b, "warm up").delivery_id)));
+
+    // Throughput: everything enqueued at once.
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    const waits = [];
+    for (let i = 0; i < MESSAGES; i++) {
+      const [from, to] = pair(i);
+      waits.push(d.wait(d.send(from, to, `note ${i}: please have a look at the figures`).delivery_id));
+    }
+    const enqueuedMs = performance.now() - t0;
+    const receipts = await Promise.all(waits);
+    const throughputMs = performance.now() - t0;
+    const cpu1 = process.cpuUsage(cpu0);
+    const settled = receipts.filter((r) => r.state === "settled").length;
+
+    // Latency: one at a time, so nothing queues.
+    const e2e = [];
+    const own = [];
+    const enqueue = [];
+    const cpu2 = process.cpuUsage();
+    for (let i = 0; i < SAMPLES; i++) {
+      const [from, to] = pair(i + 7);
+      fetchMs = 0;
+      const s0 = performance.now();
+      const ack = d.send(from, to, `sample ${i}`);
+      const s1 = performance.now();
+      await d.wait(ack.delivery_id);
+      const s2 = performance.now();
+      enqueue.push(s1 - s0);
+      e2e.push(s2 - s0);
+      own.push(s2 - s0 - fetchMs);
+    }
+    const cpu3 = process.cpuUsage(cpu2);
+    await gateway.stop();
+    const sort = (a) => [...a].sort((x, y) => x - y);
+    const [se2e, sown, senq] = [sort(e2e), sort(own), sort(enqueue)];
+    return {
+      scenario: name,
+      bots: BOTS,
+      profiles_created_ms: Math.round(createMs),
+      throughput: {
+        messages: MESSAGES,
+        settled,
+        enqueue_ms: enqueuedMs,
+        total_ms: throughputMs,
+        per_second: (MESSAGES / throughputMs) * 1000,
+        // CPU of this process per delivery (user + system; time blocked in fsync is not CPU).
+        cpu_ms_per_delivery: (cpu1.user + cpu1.system) / 1000 / MESSAGES,
+      },
+      latency: {
+        samples: SAMPLES,
+        enqueue_p50_ms: percentile(senq, 50),
+        enqueue_p99_ms: percentile(senq, 99),
+        settled_p50_ms: percentile(se2e, 50),
+        settled_p99_ms: percentile(se2e, 99),
+        own_p50_ms: percentile(sown, 50),
+        own_p99_ms: percentile(sown, 99),
+        cpu_ms_per_delivery: (cpu3.user + cpu3.system) / 1000 / SAMPLES,
+        cpu_user_ms_per_delivery: cpu3.user / 1000 / SAMPLES,
+      },
+    };
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+const scratch = mkdtempSync(join(tmpdir(), "hermes-bench-fsync-"));
+mkdirSync(scratch, { recursive: true });
+const commitMs = commitCost(scratch);
+rmSync(scratch, { recursive: true, force: true });
+log(`machine: one fsynced SQLite commit (WAL, synchronous=FULL) = ${ms(commitMs)}`);
+
+const results = [];
+for (const name of opts.scenarios.split(",").map((s) => s.trim())) {
+  if (name === "local") results.push(await scenario("local"));
+  else if (name === "openai") {
+    const provider = await startFakeProvider(MODEL_MS);
+    try {
+      results.push(await scenario("openai", provider));
+    } finally {
+      await provider.close();
+    }
+  } else {
+    process.stderr.write(`unknown scenario ${name} (local, openai)\n`);
+    process.exit(2);
+  }
+}
+
+for (const r of results) {
+  const l = r.latency;
+  log(`\n[${r.scenario}] ${r.bots} bots${r.scenario === "openai" ? `, provider answers after ${MODEL_MS} ms` : ""}`);
+  log(
+    `  throughput: ${r.throughput.messages} deliveries (${r.throughput.settled} settled) in ${ms(r.throughput.total_ms)} ` +
+      `(enqueued in ${ms(r.throughput.enqueue_ms)}) = ${r.throughput.per_second.toFixed(0)} deliveries/s`,
+  );
+  log(
+    `  CPU per delivery (this process, user + system): ${ms(r.throughput.cpu_ms_per_delivery)} under load, ${ms(l.cpu_ms_per_delivery)} one at a time (user ${ms(l.cpu_user_ms_per_delivery)})` +
+      (r.scenario === "openai" ? " (includes the in-process provider server)" : ""),
+  );
+  log(`  enqueue (send → ack): p50 ${ms(l.enqueue_p50_ms)}, p99 ${ms(l.enqueue_p99_ms)}`);
+  log(`  enqueue → settled:    p50 ${ms(l.settled_p50_ms)}, p99 ${ms(l.settled_p99_ms)}`);
+  if (r.scenario === "openai") log(`  of which ours (minus the provider call): p50 ${ms(l.own_p50_ms)}, p99 ${ms(l.own_p99_ms)}`);
+  log(
+    `  p50 in fsynced commits: ${(l.settled_p50_ms / commitMs).toFixed(1)}; goal "p99 of our own overhead < 10 ms": p99 ${ms(r.scenario === "openai" ? l.own_p99_ms : l.settled_p99_ms)}`,
+  );
+}
+const local = results.find((r) => r.scenario === "local");
+const openai = results.find((r) => r.scenario === "openai");
+if (local && openai) {
+  log("\nratios (openai / local)");
+  log(`  throughput: ${(openai.throughput.per_second / local.throughput.per_second).toFixed(2)}`);
+  log(
+    `  settled p50: ${(openai.latency.settled_p50_ms / local.latency.settled_p50_ms).toFixed(2)}, p99: ${(openai.latency.settled_p99_ms / local.latency.settled_p99_ms).toFixed(2)}`,
+  );
+  log(`  our share of the openai latency at p50: ${((openai.latency.own_p50_ms / openai.latency.settled_p50_ms) * 100).toFixed(0)} %`);
+}
+if (opts.json) process.stdout.write(`${JSON.stringify({ commit_ms: commitMs, model_ms: MODEL_MS, results }, null, 2)}\n`);

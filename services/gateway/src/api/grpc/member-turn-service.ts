@@ -1,0 +1,25 @@
+import { HermesError, type ServiceHandlers } from "@hermes/common";
+import type { RoomMemberServiceServer } from "@hermes/proto/hermes/v1/rooms";
+import type { MemberTurnServer } from "../../app/rooms/member-turns.js";
+
+export interface MemberTurnHandlerDeps {
+  server: MemberTurnServer;
+  /** Whether this server requires the API key: member turns run bots, so they are only served where it does. */
+  keyRequired: boolean;
+  transport: "tcp" | "control";
+}
+
+/** RoomMemberService over gRPC (§3.6): a room authority on another gateway runs a member's turn here. */
+export function memberTurnServiceHandlers(deps: MemberTurnHandlerDeps): ServiceHandlers<RoomMemberServiceServer> {
+  return {
+    runMemberTurn: async (req, ctx) => {
+      if (deps.transport === "tcp" && !deps.keyRequired) {
+        throw new HermesError(
+          "unauthenticated",
+          "this gateway has no API key, so it runs no member turns for other gateways: set API_SERVER_KEY (or gateway.api_key) and register it on the room's authority (hermes peer add … --key KEY)",
+        );
+      }
+      return deps.server.serve(req, { from: ctx.peer, signal: ctx.signal });
+    },
+  };
+}

@@ -1,0 +1,28 @@
+import { DEFAULT_PROFILE } from "@hermes/common";
+import { type PeerDirectory, peerKeyName } from "../delivery/transports.js";
+import type { ModelConfigSource } from "../model-config.js";
+
+/**
+ * The peer lookup the `<peer>/<profile>` delivery transport uses (app/delivery/transports.ts),
+ * as a reusable value: `bot_peers.<name>.url` from HERMES_HOME/config.yaml, the key
+ * `HERMES_PEER_<NAME>_KEY` from HERMES_HOME/.env, then the process environment. Both files are
+ * re-read when they change, so a `hermes peer add` shows up without a restart.
+ */
+export function peerDirectory(config: ModelConfigSource): PeerDirectory {
+  return {
+    url: (peer) => config.gatewayConfig().bot_peers?.[peer]?.url,
+    key: (peer) => config.forProfile(DEFAULT_PROFILE).secret(peerKeyName(peer)),
+  };
+}
+
+/** Names and URLs of the registered peers, for `gateway status`; an unreadable config lists none. */
+export function peerLinks(config: ModelConfigSource): { name: string; url: string }[] {
+  try {
+    const peers = config.gatewayConfig().bot_peers ?? {};
+    return Object.keys(peers)
+      .sort()
+      .map((name) => ({ name, url: peers[name]!.url }));
+  } catch {
+    return [];
+  }
+}

@@ -1,0 +1,69 @@
+import type { ServiceError } from "@grpc/grpc-js";
+import { authMetadata, fromServiceError, HermesError } from "@hermes/common";
+import type { RelayServiceClient, TunnelReply } from "@hermes/proto/hermes/v1/relay";
+
+function parseResult(json: string, method: string): unknown {
+  try {
+    return JSON.parse(json) as unknown;
+  } catch (err) {
+    throw new HermesError("internal", `${method} through the relay tunnel answered with text that is not JSON: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * Calls a method on another gateway through the relay tunnel (§5.1): how this gateway reaches a
+ * room authority (or a member) that nobody can dial. Authenticated by this gateway's own
+ * connection key; errors keep the reason the other gateway (or the relay) gave.
+ */
+export class TunnelClient {
+  constructor(
+    private readonly client: () => RelayServiceClient,
+    private readonly key: string | undefined,
+    private readonly defaultTimeoutMs = 60_000,
+  ) {}
+
+  /** One request, one result. */
+  call(
+    connection: string,
+    method: string,
+    params: Record<string, unknown>,
+    options: { signal?: AbortSignal; timeoutMs?: number } = {},
+  ): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      const call = this.client().tunnel(
+        { connection, method, params_json: JSON.stringify(params) },
+        authMetadata(this.key),
+        { deadline: new Date(Date.now() + (options.timeoutMs ?? this.defaultTimeoutMs)) },
+        (err: ServiceError | null, reply?: TunnelReply) => {
+          options.signal?.removeEventListener("abort", onAbort);
+          if (err) reject(fromServiceError(err));
+          else {
+            try {
+              resolve(parseResult(reply?.result_json ?? "null", method));
+            } catch (e) {
+              reject(e);
+            }
+          }
+        },
+      );
+      const onAbort = () => call.cancel();
+      options.signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  /** A streaming method: the items as they come, until the other side ends (or `signal` aborts). */
+  async *stream(connection: string, method: string, params: Record<string, unknown>, signal?: AbortSignal): AsyncGenerator<unknown> {
+    const call = this.client().tunnelStream({ connection, method, params_json: JSON.stringify(params) }, authMetadata(this.key));
+    const onAbort = () => call.cancel();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      for await (const reply of call as AsyncIterable<TunnelReply>) yield parseResult(reply.result_json, method);
+    } catch (err) {
+      if (signal?.aborted) return;
+      throw typeof (err as ServiceError).code === "number" ? fromServiceError(err as ServiceError) : err;
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+      call.cancel();
+    }
+  }
+}

@@ -1,0 +1,48 @@
+import { HermesError } from "@hermes/common";
+
+export interface TunnelContext {
+  /** The relay connection that made the call. */
+  from_connection: string;
+  /** Aborted when the caller goes away or the relay link drops. */
+  signal: AbortSignal;
+}
+
+/** A method served through the relay tunnel: unary (one result) or streaming (items until it returns). */
+export type TunnelHandler =
+  | { kind: "unary"; run(params: Record<string, unknown>, ctx: TunnelContext): Promise<unknown> }
+  | { kind: "stream"; run(params: Record<string, unknown>, ctx: TunnelContext, emit: (item: unknown) => void): Promise<void> };
+
+/**
+ * The methods this gateway serves to other gateways through the relay tunnel (§5.1): room reads
+ * (`groups.log`, `groups.subscribe`) and turn requests, registered by the modules that own them.
+ * Anything not registered is refused with `method_not_found`; the relay itself forwards blindly.
+ */
+export class TunnelHandlers {
+  private readonly handlers = new Map<string, TunnelHandler>();
+
+  register(method: string, handler: TunnelHandler): void {
+    if (this.handlers.has(method)) throw new HermesError("already_exists", `tunnel method ${method} is already registered`);
+    this.handlers.set(method, handler);
+  }
+
+  unregister(method: string): void {
+    this.handlers.delete(method);
+  }
+
+  get(method: string): TunnelHandler {
+    const handler = this.handlers.get(method);
+    if (!handler) {
+      const known = [...this.handlers.keys()].sort();
+      throw new HermesError(
+        "method_not_found",
+        `this gateway serves no ${JSON.stringify(method)} through the relay tunnel${known.length > 0 ? ` (it serves: ${known.join(", ")})` : ""}`,
+        { data: { method, methods: known } },
+      );
+    }
+    return handler;
+  }
+
+  methods(): string[] {
+    return [...this.handlers.keys()].sort();
+  }
+}

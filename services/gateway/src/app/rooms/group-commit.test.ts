@@ -1,0 +1,114 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type Db, HermesError, openDatabase } from "@hermes/common";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { type AppendRequest, planCreateRoom, verifyChain } from "../../core/rooms/index.js";
+import { GATEWAY_MIGRATIONS } from "../../store/migrations/index.js";
+import { RoomsStore } from "../../store/rooms-store.js";
+import { GroupCommit } from "./group-commit.js";
+
+const NOW = "2026-01-01T00:00:00.000Z";
+let dir: string;
+let db: Db;
+let store: RoomsStore;
+let commits: { rooms: Map<string, number>; size: number }[];
+let group: GroupCommit;
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), "hermes-group-commit-"));
+  db = openDatabase(join(dir, "state.db"), { label: "test", migrations: GATEWAY_MIGRATIONS });
+  store = new RoomsStore(db, "gw", () => NOW);
+  for (const id of ["r1", "r2"]) {
+    const plan = planCreateRoom({
+      room_id: id,
+      name: id,
+      members: [
+        { member_id: "a", profile: "a" },
+        { member_id: "b", profile: "b" },
+      ],
+      self_gateway_id: "gw",
+      now: NOW,
+      retired: false,
+      exists: false,
+    });
+    if (!plan.ok) throw new Error(plan.refusal.message);
+    store.createRoom(plan);
+  }
+  commits = [];
+  group = new GroupCommit(store, () => NOW, { committed: (rooms, size) => commits.push({ rooms: new Map(rooms), size }) }, 1000);
+});
+
+afterEach(() => {
+  db.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const send = (id: string, text = id): AppendRequest => ({
+  origin: "client",
+  event_id: id,
+  kind: "message.user",
+  actor: { kind: "user", id: "u" },
+  payload: { text },
+});
+
+describe("GroupCommit", () => {
+  it("answers every append submitted in one turn from one transaction, across rooms", async () => {
+    const outcomes = await Promise.all([
+      ...Array.from({ length: 50 }, (_, i) => group.submit("r1", send(`a${i}`))),
+      ...Array.from({ length: 30 }, (_, i) => group.submit("r2", send(`b${i}`))),
+    ]);
+    expect(outcomes.every((o) => o.kind === "appended")).toBe(true);
+    expect(commits).toEqual([
+      {
+        rooms: new Map([
+          ["r1", 50],
+          ["r2", 30],
+        ]),
+        size: 80,
+      },
+    ]);
+    // Seqs follow submission order.
+    expect(outcomes.slice(0, 50).map((o) => (o.kind === "appended" ? o.event.seq : 0))).toEqual(
+      Array.from({ length: 50 }, (_, i) => i + 2),
+    );
+  });
+
+  it("caps one room's appends per commit and keeps the order across commits", async () => {
+    const outcomes = await Promise.all(Array.from({ length: 2500 }, (_, i) => group.submit("r1", send(`m${i}`))));
+    expect(commits.map((c) => c.rooms.get("r1"))).toEqual([1000, 1000, 500]);
+    const seqs = outcomes.map((o) => (o.kind === "appended" ? o.event.seq : -1));
+    expect(seqs).toEqual(Array.from({ length: 2500 }, (_, i) => i + 2));
+    expect(verifyChain(store.events("r1", 0, 10_000), 0, "").ok).toBe(true);
+  });
+
+  it("answers idempotent retries and conflicts in the same batch, and refuses unknown rooms", async () => {
+    const [first, retry, conflict, missing] = await Promise.all([
+      group.submit("r1", send("x", "hello")),
+      group.submit("r1", send("x", "hello")),
+      group.submit("r1", send("x", "other")),
+      group.submit("nope", send("y")),
+    ]);
+    expect(first!.kind).toBe("appended");
+    expect(retry).toMatchObject({ kind: "idempotent" });
+    expect(conflict).toMatchObject({ kind: "refused", refusal: { reason: "idempotency_conflict" } });
+    expect(missing).toMatchObject({ kind: "refused", refusal: { reason: "not_found" } });
+  });
+
+  it("acknowledges nothing of a batch whose commit fails, and recovers on the next one", async () => {
+    const real = store.commitAppends.bind(store);
+    let fail = true;
+    store.commitAppends = (batches) => {
+      if (fail) {
+        fail = false;
+        throw new HermesError("database_busy", "locked");
+      }
+      real(batches);
+    };
+    const results = await Promise.allSettled(Array.from({ length: 10 }, (_, i) => group.submit("r1", send(`f${i}`))));
+    expect(results.every((r) => r.status === "rejected")).toBe(true);
+    expect(store.events("r1", 1, 100)).toEqual([]);
+    const again = await group.submit("r1", send("f0"));
+    expect(again).toMatchObject({ kind: "appended", event: { seq: 2 } });
+  });
+});

@@ -1,0 +1,194 @@
+import { authMetadata, clientCredentials, fromServiceError, HermesError, parseGrpcUrl, toHermesError } from "@hermes/common";
+import { RoomMemberServiceClient } from "@hermes/proto/hermes/v1/rooms";
+import { z } from "zod";
+import type { Member } from "../../core/rooms/index.js";
+import type { MemberTurnRequest, MemberTurnResult } from "../../core/rooms/member-turn.js";
+import type { TunnelClient } from "../relay/tunnel-client.js";
+import type { TunnelHandlers } from "../relay/tunnel-handlers.js";
+import type { LocalMemberTurns, MemberTurnServer } from "./member-turns.js";
+import { type PeerLookup, peerKeyVariable } from "./room-source.js";
+
+/** The relay tunnel method a member turn travels as (JSON params = MemberTurnRequest). */
+export const MEMBER_TURN_TUNNEL_METHOD = "groups.member_turn";
+
+/** How the authority reaches a member: this gateway, a registered peer, or the relay. */
+export type MemberRoute =
+  | { kind: "local" }
+  | { kind: "peer"; peer: string; url: string; key: string }
+  | { kind: "relay"; connection: string }
+  | { kind: "none"; why: string };
+
+export interface MemberTurnRouterDeps {
+  gatewayId: string;
+  local: LocalMemberTurns;
+  /** Registered peers (config.yaml bot_peers): a member's gateway is reached directly when a peer carries its id as name. */
+  peers: PeerLookup;
+  /** The relay tunnel, when this gateway has a relay. */
+  tunnel: () => TunnelClient | undefined;
+}
+
+/** Slack on top of the turn timeout before a direct call gives up on its own. */
+const CALL_MARGIN_MS = 30_000;
+const MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
+
+const resultSchema = z.object({
+  turn_id: z.string(),
+  reply: z.string(),
+  model: z.string(),
+  provider: z.string(),
+  session_id: z.string(),
+  fallback_used: z.boolean(),
+});
+
+function parseResult(value: unknown, where: string): MemberTurnResult {
+  const parsed = resultSchema.safeParse(value);
+  if (!parsed.success) throw new HermesError("unknown", `${where} answered a member turn with an unexpected shape`);
+  return parsed.data;
+}
+
+/**
+ * Where each member's turn runs (DESIGN §3.6): members without a gateway id, or with this
+ * gateway's, run here; a member on another gateway runs there — directly over gRPC
+ * (`RoomMemberService.RunMemberTurn`) when a registered peer is named after that gateway
+ * (`bot_peers.<gateway id>` with `HERMES_PEER_<GATEWAY_ID>_KEY`), else through the relay tunnel to
+ * the connection of that name. The authority appends the reply either way.
+ */
+export class MemberTurnRouter {
+  private readonly clients = new Map<string, RoomMemberServiceClient>();
+
+  constructor(private readonly deps: MemberTurnRouterDeps) {}
+
+  isLocal(member: Member): boolean {
+    return member.gateway_id === undefined || member.gateway_id === this.deps.gatewayId;
+  }
+
+  route(member: Member): MemberRoute {
+    if (this.isLocal(member)) return { kind: "local" };
+    const gateway = member.gateway_id!;
+    for (const peer of new Set([gateway, gateway.toLowerCase()])) {
+      let url: string | undefined;
+      try {
+        url = this.deps.peers.url(peer);
+      } catch {
+        url = undefined; // an unreadable config.yaml names no peers
+      }
+      if (!url) continue;
+      const key = this.deps.peers.key(peer);
+      if (!key)
+        return { kind: "none", why: `peer ${peer} (gateway ${gateway}) has no key: set ${peerKeyVariable(peer)} in HERMES_HOME/.env` };
+      return { kind: "peer", peer, url, key };
+    }
+    if (this.deps.tunnel()) return { kind: "relay", connection: gateway };
+    return {
+      kind: "none",
+      why: `gateway ${gateway} is not reachable from here: register it (hermes peer add ${gateway} --url grpc://HOST:PORT --key KEY) or configure a relay`,
+    };
+  }
+
+  /** Null when the member's turn can be sent somewhere; otherwise why not. */
+  unavailable(member: Member): string | null {
+    const route = this.route(member);
+    if (route.kind === "none") return route.why;
+    if (route.kind === "local") return this.deps.local.unavailable(member);
+    return null;
+  }
+
+  /** Runs the member's turn where it lives; rejects with a typed error (the reason becomes turn.failed's reason_code). */
+  async run(member: Member, request: MemberTurnRequest, signal: AbortSignal, timeoutMs: number): Promise<MemberTurnResult> {
+    const route = this.route(member);
+    switch (route.kind) {
+      case "local":
+        return this.deps.local.run(request, signal);
+      case "peer":
+        return this.viaPeer(route, request, signal, timeoutMs);
+      case "relay":
+        return this.viaRelay(route.connection, request, signal);
+      case "none":
+        throw new HermesError("runtime_offline", route.why, { data: { member_id: member.member_id } });
+    }
+  }
+
+  private client(url: string): RoomMemberServiceClient {
+    let client = this.clients.get(url);
+    if (!client) {
+      const { target, tls } = parseGrpcUrl(url);
+      client = new RoomMemberServiceClient(target, clientCredentials(tls), {
+        "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
+        "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
+      });
+      this.clients.set(url, client);
+    }
+    return client;
+  }
+
+  private viaPeer(
+    route: Extract<MemberRoute, { kind: "peer" }>,
+    request: MemberTurnRequest,
+    signal: AbortSignal,
+    timeoutMs: number,
+  ): Promise<MemberTurnResult> {
+    const where = `peer ${route.peer} (${route.url})`;
+    return new Promise((resolve, reject) => {
+      let client: RoomMemberServiceClient;
+      try {
+        client = this.client(route.url);
+      } catch (err) {
+        reject(new HermesError("missing_config", `${where} has a bad url: ${(err as Error).message}`, { cause: err }));
+        return;
+      }
+      const call = client.runMemberTurn(
+        request,
+        authMetadata(route.key),
+        { deadline: new Date(Date.now() + timeoutMs + CALL_MARGIN_MS) },
+        (err, reply) => {
+          signal.removeEventListener("abort", onAbort);
+          if (err) {
+            const e = fromServiceError(err);
+            reject(new HermesError(e.reason, `${where}: ${e.message}`, { data: e.data, cause: e }));
+          } else {
+            try {
+              resolve(parseResult(reply, where));
+            } catch (e) {
+              reject(e);
+            }
+          }
+        },
+      );
+      const onAbort = () => call.cancel();
+      if (signal.aborted) call.cancel();
+      else signal.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  /** Through the relay as a one-item stream: a tunnelled stream has no relay-side timeout, a turn may take minutes. */
+  private async viaRelay(connection: string, request: MemberTurnRequest, signal: AbortSignal): Promise<MemberTurnResult> {
+    const tunnel = this.deps.tunnel();
+    const where = `gateway ${connection} (through the relay)`;
+    if (!tunnel) throw new HermesError("runtime_offline", `${where}: this gateway has no relay any more`);
+    try {
+      for await (const item of tunnel.stream(connection, MEMBER_TURN_TUNNEL_METHOD, { ...request }, signal)) {
+        return parseResult(item, where);
+      }
+    } catch (err) {
+      const e = toHermesError(err);
+      throw new HermesError(e.reason, `${where}: ${e.message}`, { data: e.data, cause: e });
+    }
+    signal.throwIfAborted();
+    throw new HermesError("runtime_offline", `${where} ended the member turn without an answer`);
+  }
+
+  close(): void {
+    for (const client of this.clients.values()) client.close();
+    this.clients.clear();
+  }
+}
+
+/** Serves member turns of this gateway's profiles to room authorities through the relay tunnel. */
+export function registerMemberTurnTunnel(handlers: TunnelHandlers, server: MemberTurnServer): void {
+  handlers.register(MEMBER_TURN_TUNNEL_METHOD, {
+    kind: "stream",
+    run: async (params, ctx, emit) => {
+      emit(await server.serve(params, { from: `relay connection ${ctx.from_connection}`, signal: ctx.signal }));
+    },
+  });
+}

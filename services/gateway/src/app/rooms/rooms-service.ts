@@ -1,0 +1,729 @@
+import { createHash, randomBytes } from "node:crypto";
+import { type Clock, type Db, HermesError, isoTime, type Logger } from "@hermes/common";
+import type { Registry } from "prom-client";
+import type { DiscussionSummary } from "../../core/rooms/discussion.js";
+import {
+  type Actor,
+  type AppendOutcome,
+  type AppendRequest,
+  type Authority,
+  buildLogPage,
+  buildPackedLogPage,
+  checkId,
+  checkSendParams,
+  clientSendRequest,
+  DEFAULT_PROMOTE_REASON,
+  type DemoteResult,
+  formatAuthority,
+  type LogPage,
+  MAX_LOG_LIMIT,
+  MAX_REPLICATION_LOG_LIMIT,
+  type Member,
+  maxEpoch,
+  observeEpoch,
+  type PackedLogPage,
+  type PromoteResult,
+  planCreateRoom,
+  planDemote,
+  planLogRead,
+  planPromote,
+  ROOM_CONTROL_ACTOR,
+  type RoomEvent,
+  type RoomState,
+  refusal,
+  refusalError,
+  releaseSafety,
+  replicaStateView,
+  sendResult,
+} from "../../core/rooms/index.js";
+import { type FollowSourceRef, type PreservedBranch, RoomsStore, type StoredRoom } from "../../store/rooms-store.js";
+import { GroupCommit } from "./group-commit.js";
+import { type AnyPage, type PageSink, RoomChanges, TailSubscription } from "./live-tail.js";
+import { type FollowStatus, type ReplicateProgress, type ReplicateResult, Replicator } from "./replicator.js";
+import { GrpcRoomSourceFactory, type PeerLookup, type RepostMessage, type RoomSourceFactory, type SourceSpec } from "./room-source.js";
+import { RoomsMetrics } from "./rooms-metrics.js";
+
+/** The actor of client sends: the key holder (authentication says no more than that). */
+export const CLIENT_ACTOR: Actor = Object.freeze({ kind: "user", id: "user" });
+export const PROTOCOL_VERSION = 1;
+
+export const ROOM_METHODS = [
+  "groups.capabilities",
+  "groups.create",
+  "groups.send",
+  "groups.log",
+  "groups.subscribe",
+  "groups.unsubscribe",
+  "groups.replicate",
+  "groups.replica_state",
+  "groups.promote",
+  "groups.demote",
+  "groups.state",
+  "groups.stop",
+  "groups.rename",
+  "groups.disband",
+  "groups.list",
+  "groups.divergence",
+  "groups.repost",
+  "groups.release",
+] as const;
+
+export const ROOM_FEATURES = [
+  "authority_epoch",
+  "monotonic_log",
+  "idempotent_send",
+  "typed_events",
+  "actor_identity",
+  "log_replication",
+  "authority_takeover",
+  "hash_chain",
+  "self_fencing",
+  "split_brain_preserved",
+  "live_tail",
+  "group_commit",
+  "packed_log_pages",
+] as const;
+
+export interface RoomsSettings {
+  /** Events per packed page a replica asks for (1..5000). */
+  replicationPageLimit: number;
+  /** Longest pause between a follower's reconnect attempts. */
+  followMaxBackoffMs: number;
+  /** Appends of one room per group commit (1..1000). */
+  maxAppendsPerCommit: number;
+}
+
+export const DEFAULT_ROOMS_SETTINGS: RoomsSettings = {
+  replicationPageLimit: MAX_REPLICATION_LOG_LIMIT,
+  followMaxBackoffMs: 30_000,
+  maxAppendsPerCommit: 1000,
+};
+
+export interface RoomsServiceDeps {
+  db: Db;
+  gatewayId: string;
+  clock: Clock;
+  logger: Logger;
+  registry: Registry;
+  peers: PeerLookup;
+  settings?: Partial<RoomsSettings>;
+  /** Replaces the direct gRPC transport to authorities (tests, later the relay tunnel). */
+  sources?: RoomSourceFactory;
+}
+
+/**
+ * The discussion driver (§3.6, app/rooms/discussion-driver.ts) as the rooms service sees it: told
+ * about commits and authority changes, asked for status and to stop a room's discussion.
+ */
+export interface RoomDriverHooks {
+  readonly running: boolean;
+  /** Events were committed to the room (a user message may have arrived). */
+  appended(roomId: string): void;
+  /** Promote, demote or a fence changed who leads the room. */
+  authorityChanged(roomId: string): void;
+  /** groups.stop: cancels the room's discussion; the number of turns cancelled. */
+  stopRoom(roomId: string): number;
+  status(roomId: string): RoomDriverStatus;
+}
+
+/** What groups.state shows of the driver: its status for the room, needs-you, the current discussion. */
+export interface RoomDriverStatus {
+  driver_status: string;
+  needs_you: boolean;
+  discussion?: (DiscussionSummary & { unavailable: { member_id: string; why: string }[] }) | undefined;
+}
+
+/** A room as `groups.state` and `groups.list` show it. */
+export interface RoomView {
+  room_id: string;
+  name: string;
+  members: Member[];
+  authority_gateway_id: string;
+  authority_epoch: number;
+  latest_seq: number;
+  revision: number;
+  created_at: string;
+  updated_at: string;
+  disbanded_at: string | null;
+  role: "authority" | "replica";
+  safety_status: string;
+  safety_reason: string | null;
+  fenced_by: Authority | null;
+}
+
+export interface ReplicaStateResult {
+  room_id: string;
+  authority: Authority;
+  last_seq: number;
+  latest_seq: number;
+  caught_up: boolean;
+  safety_status: string;
+  safety_reason: string | null;
+  role: "authority" | "replica";
+  following: FollowStatus | null;
+}
+
+export interface SubscribeParams {
+  room_id: unknown;
+  since_seq?: number | undefined;
+  /** Replication-sized pages (up to 5000 events). */
+  packed?: boolean | undefined;
+  known_authority?: Authority | undefined;
+}
+
+export interface LogParams {
+  room_id: string;
+  since_seq?: number | undefined;
+  limit?: number | undefined;
+  max_bytes?: number | undefined;
+  /** A replication page: up to 5000 events. */
+  packed?: boolean | undefined;
+  known_authority?: Authority | undefined;
+}
+
+/** The repost of a preserved event: its id names the room, the branch's authority and the original event. */
+function repostMessage(roomId: string, branch: PreservedBranch, event: RoomEvent): RepostMessage {
+  const original = JSON.parse(event.payload_json) as { text?: unknown; thread_id?: unknown };
+  const origin = `${branch.record.branch_gateway_id}@${branch.record.branch_epoch} seq ${event.seq}`;
+  const digest = createHash("sha256").update(`${roomId}\n${event.event_id}\n${event.hash}`).digest("hex").slice(0, 40);
+  return {
+    event_id: `repost:${digest}`,
+    text: typeof original.text === "string" ? original.text : "",
+    ...(typeof original.thread_id === "string" ? { thread_id: original.thread_id } : {}),
+    origin,
+  };
+}
+
+export interface RepostItem {
+  divergence_id: number;
+  original_seq: number;
+  event: RoomEvent;
+  idempotent: boolean;
+}
+
+function notFound(roomId: string): HermesError {
+  return new HermesError("not_found", `no room ${roomId} on this gateway; list rooms with: hermes groups list`, {
+    data: { room_id: roomId },
+  });
+}
+
+function checkedRoomId(value: unknown): string {
+  const checked = checkId(value, "room_id");
+  if (!checked.ok) throw refusalError(checked.refusal);
+  return checked.value;
+}
+
+/**
+ * The rooms of one gateway (§3): the pure core decides, the store applies each decision in one
+ * transaction, and this service wires them to group commit, replication, live tail, metrics. The
+ * gRPC and JSON-RPC adapters are thin layers over these methods.
+ */
+export class RoomsService {
+  readonly store: RoomsStore;
+  readonly metrics: RoomsMetrics;
+  readonly changes = new RoomChanges();
+  readonly replicator: Replicator;
+  private readonly commits: GroupCommit;
+  private readonly subscriptions = new Set<TailSubscription>();
+  private readonly settings: RoomsSettings;
+  private driver: RoomDriverHooks | undefined;
+
+  constructor(private readonly deps: RoomsServiceDeps) {
+    this.settings = { ...DEFAULT_ROOMS_SETTINGS, ...deps.settings };
+    const now = () => isoTime(deps.clock.now());
+    this.store = new RoomsStore(deps.db, deps.gatewayId, now);
+    this.metrics = new RoomsMetrics(deps.registry, () => this.store.replicaLagMax());
+    this.commits = new GroupCommit(
+      this.store,
+      now,
+      {
+        committed: (appended, batchSize) => {
+          let total = 0;
+          for (const [roomId, n] of appended) {
+            total += n;
+            this.changes.notify(roomId);
+            this.driver?.appended(roomId);
+          }
+          this.metrics.appends.inc(total);
+          this.metrics.appendBatch.observe(batchSize);
+        },
+        listenerFailed: (err) => deps.logger.error({ err }, "a room listener failed after a group commit"),
+      },
+      this.settings.maxAppendsPerCommit,
+    );
+    this.replicator = new Replicator({
+      store: this.store,
+      sources: deps.sources ?? new GrpcRoomSourceFactory(deps.peers),
+      metrics: this.metrics,
+      logger: deps.logger,
+      now,
+      applied: (roomId) => this.changes.notify(roomId),
+      observe: (roomId, authority) => this.observe(roomId, authority),
+      pageLimit: this.settings.replicationPageLimit,
+      maxBackoffMs: this.settings.followMaxBackoffMs,
+    });
+  }
+
+  get gatewayId(): string {
+    return this.deps.gatewayId;
+  }
+
+  /** Wires the discussion driver in (gateway.ts); without one, rooms are logs only. */
+  attachDriver(driver: RoomDriverHooks): void {
+    this.driver = driver;
+  }
+
+  private now(): string {
+    return isoTime(this.deps.clock.now());
+  }
+
+  /** Resumes following the rooms that followed a registered peer before a restart. */
+  start(): void {
+    for (const { roomId, source } of this.store.followedRooms()) {
+      if ("peer" in source) this.replicator.resume(roomId, { peer: source.peer });
+    }
+  }
+
+  /**
+   * First step of a shutdown: ends live tails (their streams would hold a graceful gRPC shutdown
+   * open) and stops followers. Sends still work until `stop`.
+   */
+  beginStop(): Promise<void> {
+    for (const s of [...this.subscriptions]) s.close(new HermesError("unavailable", "the gateway is shutting down; resubscribe"));
+    return this.replicator.stop();
+  }
+
+  async stop(): Promise<void> {
+    await this.beginStop();
+    this.commits.flush();
+  }
+
+  count(): number {
+    return this.store.count();
+  }
+
+  private room(roomId: string): StoredRoom {
+    const room = this.store.room(roomId);
+    if (!room) throw notFound(roomId);
+    return room;
+  }
+
+  view(stored: StoredRoom): RoomView {
+    const { state, meta } = stored;
+    return {
+      room_id: state.room_id,
+      name: meta.name,
+      members: meta.members,
+      authority_gateway_id: state.authority.gateway_id,
+      authority_epoch: state.authority.epoch,
+      latest_seq: state.last_seq,
+      revision: meta.revision,
+      created_at: meta.created_at,
+      updated_at: meta.updated_at,
+      disbanded_at: meta.disbanded_at,
+      role: state.role,
+      safety_status: state.safety_status,
+      safety_reason: state.safety_reason,
+      fenced_by: state.fenced_by ? { ...state.fenced_by } : null,
+    };
+  }
+
+  // ------------------------------------------------------------------------------------------
+
+  capabilities() {
+    return {
+      protocol_version: PROTOCOL_VERSION,
+      gateway_id: this.deps.gatewayId,
+      driver: this.driver?.running ?? false,
+      methods: [...ROOM_METHODS],
+      max_log_limit: MAX_LOG_LIMIT,
+      features: [...ROOM_FEATURES],
+      max_replication_log_limit: MAX_REPLICATION_LOG_LIMIT,
+    };
+  }
+
+  create(params: { room_id?: unknown; name?: unknown; members?: unknown }): RoomView {
+    const roomId = params.room_id === undefined || params.room_id === null ? `room_${randomBytes(8).toString("hex")}` : params.room_id;
+    const id = typeof roomId === "string" ? roomId : "";
+    const plan = planCreateRoom({
+      room_id: roomId,
+      name: params.name,
+      members: params.members,
+      self_gateway_id: this.deps.gatewayId,
+      now: this.now(),
+      retired: id !== "" && this.store.isRetired(id),
+      exists: id !== "" && this.store.room(id) !== undefined,
+    });
+    if (!plan.ok) throw refusalError(plan.refusal);
+    return this.view(this.store.createRoom(plan));
+  }
+
+  /** `groups.send`: validated here, acknowledged after its group commit. */
+  async send(params: unknown, actor: Actor = CLIENT_ACTOR): Promise<{ event: RoomEvent; accepted: true; idempotent: boolean }> {
+    const checked = checkSendParams(params);
+    if (!checked.ok) throw refusalError(checked.refusal);
+    const outcome = await this.append(checked.value.room_id, clientSendRequest(checked.value, actor));
+    return sendResult(outcome);
+  }
+
+  /** Server-kind appends (the discussion driver's turn and member events), through group commit like sends. */
+  appendServer(roomId: string, request: AppendRequest): Promise<Exclude<AppendOutcome, { kind: "refused" }>> {
+    return this.append(roomId, request);
+  }
+
+  /** Any append through group commit; a refusal rejects with its typed error. */
+  private async append(roomId: string, request: AppendRequest): Promise<Exclude<AppendOutcome, { kind: "refused" }>> {
+    const outcome = await this.commits.submit(roomId, request);
+    if (outcome.kind === "refused") {
+      if (outcome.refusal.reason === "authority_conflict") this.metrics.fencedRefusals.inc();
+      throw refusalError(outcome.refusal);
+    }
+    return outcome;
+  }
+
+  /** Self-fencing on an observation of (room, authority) from a peer (§3.4). */
+  observe(roomId: string, observed: Authority): void {
+    const state = this.store.state(roomId);
+    if (!state) return;
+    const fenced = observeEpoch(state, observed);
+    if (fenced === null) return;
+    this.store.saveState(roomId, fenced.state);
+    this.deps.logger.warn({ room_id: roomId, fence: fenced.fence }, `fenced: ${formatAuthority(fenced.fence)} claims this room`);
+    this.changes.notify(roomId);
+    this.driver?.authorityChanged(roomId);
+  }
+
+  /** `groups.log`: a page bounded by count and bytes (`packed`: up to 5000 events, still as objects). */
+  log(params: LogParams): LogPage {
+    const { roomId, state, read, prev } = this.planRead(params);
+    return buildLogPage(state, read, prev, this.store.events(roomId, read.since_seq, read.limit));
+  }
+
+  /** A replication page: the same page with events read and sent as packed tuples (no row objects). */
+  logPacked(params: LogParams): PackedLogPage {
+    const { roomId, state, read, prev } = this.planRead({ ...params, packed: true });
+    return buildPackedLogPage(state, read, prev, this.store.packedEvents(roomId, read.since_seq, read.limit));
+  }
+
+  private planRead(params: LogParams) {
+    const roomId = checkedRoomId(params.room_id);
+    if (params.known_authority) this.observe(roomId, params.known_authority);
+    const { state } = this.room(roomId);
+    this.assertServesLog(state);
+    const read = planLogRead(
+      state,
+      { since_seq: params.since_seq, limit: params.limit, max_bytes: params.max_bytes },
+      { maxLimit: params.packed ? MAX_REPLICATION_LOG_LIMIT : MAX_LOG_LIMIT },
+    );
+    if (!read.ok) throw refusalError(read.refusal);
+    const since = read.value.since_seq;
+    return { roomId, state, read: read.value, prev: since > 0 ? this.store.eventAt(roomId, since) : null };
+  }
+
+  /**
+   * A demoted gateway knows its new authority but not yet that authority's lineage: its pages would
+   * name an authority their lineage does not show. Point readers at the new authority instead.
+   */
+  private assertServesLog(state: RoomState): void {
+    if (state.role === "replica" && state.authority.epoch > maxEpoch(state.lineage) && state.last_seq > 0) {
+      throw refusalError(
+        refusal(
+          "not_authority",
+          `this gateway was demoted in favour of ${formatAuthority(state.authority)} and has not replicated its log yet; read from there`,
+          { authority: { ...state.authority } },
+        ),
+      );
+    }
+  }
+
+  /**
+   * `groups.subscribe`: the live tail into a sink, until the sink's owner closes it. `packed` asks
+   * for replication-sized pages (up to 5000 events); `tuples` for pages of packed tuples
+   * (PackedLogPage, what the gRPC stream serialises as is) instead of LogPage.
+   */
+  subscribe(params: SubscribeParams & { tuples?: false | undefined }, sink: PageSink<LogPage>): TailSubscription;
+  subscribe(params: SubscribeParams & { tuples?: boolean | undefined }, sink: PageSink<AnyPage>): TailSubscription;
+  subscribe(params: SubscribeParams & { tuples?: boolean | undefined }, sink: PageSink<AnyPage>): TailSubscription {
+    const roomId = checkedRoomId(params.room_id);
+    const since = params.since_seq ?? 0;
+    // Refuse bad cursors and unknown rooms before the stream starts.
+    this.log({ room_id: roomId, since_seq: since, limit: 1, known_authority: params.known_authority });
+    const limit = params.packed || params.tuples ? this.settings.replicationPageLimit : MAX_LOG_LIMIT;
+    const subscription = new TailSubscription(
+      this.changes,
+      roomId,
+      since,
+      (from) =>
+        params.tuples
+          ? this.logPacked({ room_id: roomId, since_seq: from, limit })
+          : this.log({ room_id: roomId, since_seq: from, limit, packed: params.packed }),
+      {
+        send: (page) => sink.send(page),
+        drained: () => sink.drained(),
+        end: (error) => {
+          this.subscriptions.delete(subscription);
+          sink.end(error);
+        },
+      },
+    );
+    this.subscriptions.add(subscription);
+    return subscription;
+  }
+
+  async replicate(
+    params: { room_id: unknown; from: SourceSpec; follow?: boolean },
+    onProgress?: (p: ReplicateProgress) => void,
+    signal?: AbortSignal,
+  ): Promise<ReplicateResult> {
+    const roomId = checkedRoomId(params.room_id);
+    const existing = this.store.state(roomId);
+    if (existing?.role === "authority" && existing.fenced_by === null) {
+      throw refusalError(
+        refusal(
+          "authority_conflict",
+          `this gateway leads room ${roomId} (epoch ${existing.authority.epoch}); a room is replicated onto other gateways, not onto its authority`,
+          { authority: { ...existing.authority } },
+        ),
+      );
+    }
+    return this.replicator.replicate(roomId, params.from, {
+      follow: params.follow === true,
+      ...(onProgress ? { onProgress } : {}),
+      ...(signal ? { signal } : {}),
+    });
+  }
+
+  replicaState(roomId: unknown): ReplicaStateResult {
+    const id = checkedRoomId(roomId);
+    const { state } = this.room(id);
+    return { ...replicaStateView(state), role: state.role, following: this.replicator.followStatus(id) ?? null };
+  }
+
+  /**
+   * `groups.promote` (§3.4): refused without confirm=true; stops following; makes the replica log
+   * durable (a FULL commit); then claims max(durable epochs) + 1 with authority.claimed, persisted
+   * with the epoch counter in one transaction before anything uses it.
+   */
+  promote(params: { room_id: unknown; confirm?: unknown; reason?: unknown }): PromoteResult {
+    const roomId = checkedRoomId(params.room_id);
+    const before = this.room(roomId).state;
+    const input = { confirm: params.confirm, reason: params.reason ?? DEFAULT_PROMOTE_REASON };
+    const dryRun = planPromote(before, { ...input, max_durable_epoch: 0 }, this.now());
+    if (!dryRun.ok) throw refusalError(dryRun.refusal);
+    this.replicator.stopFollowing(roomId, true);
+    this.store.syncBarrier();
+    const state = this.room(roomId).state;
+    const plan = planPromote(state, { ...input, max_durable_epoch: this.store.maxDurableEpoch() }, this.now());
+    if (!plan.ok) throw refusalError(plan.refusal);
+    this.store.commitPromote(roomId, plan);
+    this.deps.logger.warn({ room_id: roomId, promote: plan.result }, "promoted: this gateway now leads the room");
+    this.changes.notify(roomId);
+    this.driver?.authorityChanged(roomId);
+    this.replicator.noticeNewAuthority(roomId, plan.state.authority);
+    return plan.result;
+  }
+
+  /** `groups.demote` (§3.4) on the old authority. */
+  demote(params: { room_id: unknown; observed_gateway_id?: unknown; observed_epoch?: unknown }): DemoteResult {
+    const roomId = checkedRoomId(params.room_id);
+    const { state } = this.room(roomId);
+    const plan = planDemote(state, { observed_gateway_id: params.observed_gateway_id, observed_epoch: params.observed_epoch }, this.now());
+    if (!plan.ok) throw refusalError(plan.refusal);
+    if (plan.idempotent) return plan.result;
+    this.store.commitDemote(roomId, plan);
+    this.deps.logger.warn({ room_id: roomId, demote: plan.result }, "demoted: this gateway now follows the new authority");
+    this.changes.notify(roomId);
+    this.driver?.authorityChanged(roomId);
+    return plan.result;
+  }
+
+  state(roomId: unknown): { room: RoomView } & RoomDriverStatus {
+    const room = this.view(this.room(checkedRoomId(roomId)));
+    return { room, ...(this.driver?.status(room.room_id) ?? { driver_status: "none", needs_you: false }) };
+  }
+
+  /** Stops what runs for the room here: its discussion (the running turn is cancelled and logged); a replica stops following. */
+  stopRoom(roomId: unknown): { room_id: string; cancelled: number; following_stopped: boolean } {
+    const id = checkedRoomId(roomId);
+    this.room(id);
+    const stopped = this.replicator.stopFollowing(id, true);
+    return { room_id: id, cancelled: this.driver?.stopRoom(id) ?? 0, following_stopped: stopped };
+  }
+
+  async rename(params: { room_id: unknown; name?: unknown; event_id?: unknown }): Promise<RoomView> {
+    const roomId = checkedRoomId(params.room_id);
+    this.room(roomId);
+    const eventId = params.event_id ?? `system:room-renamed:${randomBytes(8).toString("hex")}`;
+    await this.append(roomId, {
+      origin: "server",
+      event_id: eventId as string,
+      kind: "room.renamed",
+      actor: ROOM_CONTROL_ACTOR,
+      payload: { name: params.name },
+    });
+    return this.view(this.room(roomId));
+  }
+
+  /** `groups.disband`: room.disbanded closes the log; the id is retired for good (same transaction). */
+  async disband(roomId: unknown): Promise<{ room_id: string; event: RoomEvent; idempotent: boolean }> {
+    const id = checkedRoomId(roomId);
+    this.room(id);
+    const outcome = await this.append(id, {
+      origin: "server",
+      event_id: "system:room-disbanded",
+      kind: "room.disbanded",
+      actor: ROOM_CONTROL_ACTOR,
+      payload: {},
+    });
+    return { room_id: id, event: outcome.event, idempotent: outcome.kind === "idempotent" };
+  }
+
+  list(params: { limit?: number | undefined; offset?: number | undefined; include_disbanded?: boolean | undefined }) {
+    const limit = params.limit ?? 500;
+    const offset = params.offset ?? 0;
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 500) {
+      throw new HermesError("invalid_params", `limit must be 1..500, got ${limit}`, { data: { field: "limit" } });
+    }
+    if (!Number.isSafeInteger(offset) || offset < 0) {
+      throw new HermesError("invalid_params", `offset must be an integer ≥ 0, got ${offset}`, { data: { field: "offset" } });
+    }
+    const ids = this.store.roomIds({ limit, offset, includeDisbanded: params.include_disbanded === true });
+    const rooms = ids.flatMap((id) => {
+      const stored = this.store.room(id);
+      return stored ? [this.view(stored)] : [];
+    });
+    return { rooms, next_offset: rooms.length === limit ? offset + limit : null };
+  }
+
+  divergence(roomId: unknown): {
+    room_id: string;
+    branches: (PreservedBranch["record"] & { divergence_id: number; events: RoomEvent[] })[];
+  } {
+    const id = checkedRoomId(roomId);
+    this.room(id);
+    return {
+      room_id: id,
+      branches: this.store.divergences(id, true).map((b) => ({ ...b.record, divergence_id: b.divergence_id, events: b.events })),
+    };
+  }
+
+  /**
+   * Re-appends chosen preserved messages to the winning lineage (§3.5) as new `message.user` events
+   * by the operator, with the same text (and thread). Branches are preserved on the gateway that
+   * lost (a replica), so that is where this runs: it reads the chosen events and, unless it leads the
+   * room itself, hands them to the authority it replicates from. Each message's event id is derived
+   * from the preserved event, so reposting twice, from anywhere, appends once.
+   */
+  async repost(params: {
+    room_id: unknown;
+    seqs?: unknown;
+    divergence_id?: unknown;
+    messages?: unknown;
+  }): Promise<{ room_id: string; items: RepostItem[] }> {
+    const roomId = checkedRoomId(params.room_id);
+    const { state } = this.room(roomId);
+    const explicit = Array.isArray(params.messages) ? (params.messages as RepostMessage[]) : [];
+    if (explicit.length > 0) {
+      if (Array.isArray(params.seqs) && params.seqs.length > 0) {
+        throw new HermesError("invalid_params", "give either seqs (of a branch preserved here) or messages, not both", {
+          data: { field: "seqs" },
+        });
+      }
+      const items = await this.appendReposts(roomId, explicit);
+      return { room_id: roomId, items: items.map((i) => ({ divergence_id: 0, original_seq: 0, ...i })) };
+    }
+    const chosen = this.chosenBranchEvents(roomId, params.seqs, params.divergence_id);
+    const messages = chosen.map(({ branch, event }) => repostMessage(roomId, branch, event));
+    let appended: { event: RoomEvent; idempotent: boolean }[];
+    if (state.role === "authority") appended = await this.appendReposts(roomId, messages);
+    else {
+      const link = this.replicator.sourceSpec(roomId);
+      if (!link) {
+        throw refusalError(
+          refusal(
+            "not_authority",
+            `this gateway does not lead room ${roomId} and does not know where ${formatAuthority(state.authority)} is; replicate from it first (hermes groups replicate ${roomId} --from …), then repost`,
+            { authority: { ...state.authority } },
+          ),
+        );
+      }
+      appended = await this.replicator.repostVia(link, roomId, messages);
+    }
+    return {
+      room_id: roomId,
+      items: chosen.map((c, i) => ({ divergence_id: c.branch.divergence_id, original_seq: c.event.seq, ...appended[i]! })),
+    };
+  }
+
+  private chosenBranchEvents(roomId: string, seqs: unknown, wanted: unknown): { branch: PreservedBranch; event: RoomEvent }[] {
+    if (!Array.isArray(seqs) || seqs.length === 0 || seqs.length > 1000 || !seqs.every((s) => Number.isSafeInteger(s) && s > 0)) {
+      throw new HermesError("invalid_params", "seqs must be a list of 1..1000 positive seqs of preserved events", {
+        data: { field: "seqs" },
+      });
+    }
+    if (wanted !== undefined && (!Number.isSafeInteger(wanted) || (wanted as number) < 1)) {
+      throw new HermesError("invalid_params", "divergence_id must be a positive integer", { data: { field: "divergence_id" } });
+    }
+    const branches = this.store.divergences(roomId, true).filter((b) => wanted === undefined || b.divergence_id === wanted);
+    return (seqs as number[]).map((seq) => {
+      const holding = branches.filter((b) => b.events.some((e) => e.seq === seq));
+      if (holding.length === 0) {
+        throw new HermesError(
+          "not_found",
+          `no preserved event at seq ${seq}${wanted === undefined ? "" : ` in divergence ${wanted}`} on this gateway; see hermes groups divergence ${roomId}`,
+          { data: { seq } },
+        );
+      }
+      if (holding.length > 1) {
+        throw new HermesError(
+          "invalid_params",
+          `seq ${seq} is in several preserved branches (${holding.map((b) => b.divergence_id).join(", ")}); pass divergence_id`,
+          { data: { seq, divergence_ids: holding.map((b) => b.divergence_id) } },
+        );
+      }
+      const branch = holding[0]!;
+      const event = branch.events.find((e) => e.seq === seq)!;
+      if (event.kind !== "message.user" && event.kind !== "message.member") {
+        throw new HermesError("invalid_params", `seq ${seq} is a ${event.kind}, not a message; only messages can be reposted`, {
+          data: { seq },
+        });
+      }
+      return { branch, event };
+    });
+  }
+
+  /** Appends operator messages on this gateway (the authority). */
+  private async appendReposts(roomId: string, messages: RepostMessage[]): Promise<{ event: RoomEvent; idempotent: boolean }[]> {
+    if (messages.length > 1000)
+      throw new HermesError("invalid_params", "at most 1000 messages per repost", { data: { field: "messages" } });
+    const outcomes = await Promise.all(
+      messages.map((m) => {
+        const payload: Record<string, unknown> = { text: m.text };
+        if (m.thread_id !== undefined) payload.thread_id = m.thread_id;
+        const origin = typeof m.origin === "string" && m.origin.length > 0 ? ` (repost of ${m.origin})` : " (repost)";
+        return this.append(roomId, {
+          origin: "client",
+          event_id: m.event_id,
+          kind: "message.user",
+          actor: { kind: "user", id: "operator", display_name: `operator${origin}`.slice(0, 200) },
+          payload,
+        });
+      }),
+    );
+    return outcomes.map((o) => ({ event: o.event, idempotent: o.kind === "idempotent" }));
+  }
+
+  /** Operator action: clears quarantined / diverged after looking at the reason. */
+  release(roomId: unknown): ReplicaStateResult {
+    const id = checkedRoomId(roomId);
+    const { state } = this.room(id);
+    const released = releaseSafety(state);
+    if (!released.ok) throw refusalError(released.refusal);
+    this.store.saveState(id, released.state);
+    return this.replicaState(id);
+  }
+
+  followSource(roomId: string): FollowSourceRef | null {
+    return this.store.room(roomId)?.follow ?? null;
+  }
+}

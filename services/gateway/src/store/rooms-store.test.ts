@@ -1,0 +1,241 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type Db, openDatabase } from "@hermes/common";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  type AppendRequest,
+  buildLogPage,
+  buildPackedLogPage,
+  newReplicaState,
+  planAppendBatch,
+  planCreateRoom,
+  planLogRead,
+  planPromote,
+  planReplication,
+  ROOM_CONTROL_ACTOR,
+  roomInvariantViolations,
+} from "../core/rooms/index.js";
+import { purgeProfileState, rekeyProfileState } from "./identity-store.js";
+import { GATEWAY_MIGRATIONS } from "./migrations/index.js";
+import { RoomsStore } from "./rooms-store.js";
+
+/**
+ * The SQLite side of rooms: what a plan leaves on disk (re-read, not cached), atomicity of a failed
+ * group commit, the durability mode around replica pages, metadata derived from room.* events, the
+ * durable epoch counter, retired ids, and the membership handles the identity registry rekeys.
+ * (rooms-service.differential.test.ts checks every decision against the core's reference.)
+ */
+
+const NOW = "2026-01-01T00:00:00.000Z";
+const MEMBERS = [
+  { member_id: "alice", profile: "alice" },
+  { member_id: "bob", profile: "bob", gateway_id: "gw-other" },
+];
+
+let dir: string;
+let dbs: Db[] = [];
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), "hermes-rooms-store-"));
+});
+afterEach(() => {
+  for (const db of dbs) db.close();
+  dbs = [];
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function open(name: string, gatewayId: string): RoomsStore {
+  const db = openDatabase(join(dir, `${name}.db`), { label: name, migrations: GATEWAY_MIGRATIONS });
+  dbs.push(db);
+  return new RoomsStore(db, gatewayId, () => NOW);
+}
+
+function create(store: RoomsStore, roomId = "r") {
+  const plan = planCreateRoom({
+    room_id: roomId,
+    name: "Room",
+    members: MEMBERS,
+    self_gateway_id: store.selfGatewayId,
+    now: NOW,
+    retired: false,
+    exists: false,
+  });
+  if (!plan.ok) throw new Error(plan.refusal.message);
+  return store.createRoom(plan);
+}
+
+function send(id: string, text = id): AppendRequest {
+  return { origin: "client", event_id: id, kind: "message.user", actor: { kind: "user", id: "u" }, payload: { text } };
+}
+
+function append(store: RoomsStore, roomId: string, requests: AppendRequest[]) {
+  const plan = planAppendBatch(
+    store.state(roomId)!,
+    requests.map((request) => ({ request, stored: store.eventById(roomId, request.event_id) })),
+    NOW,
+  );
+  store.commitAppends([{ roomId, plan }]);
+  return plan;
+}
+
+/** Pulls everything from `source` into `replica` page by page, like the replicator. */
+function pullAll(source: RoomsStore, replica: RoomsStore, roomId: string, limit = 3): void {
+  let refetch: number | undefined;
+  for (let guard = 0; guard < 100; guard++) {
+    const state = source.state(roomId)!;
+    const since = refetch ?? replica.state(roomId)?.last_seq ?? 0;
+    refetch = undefined;
+    const read = planLogRead(state, { since_seq: since, limit });
+    if (!read.ok) throw new Error(read.refusal.message);
+    const page = buildLogPage(state, read.value, since > 0 ? source.eventAt(roomId, since) : null, source.events(roomId, since, limit));
+    const local = replica.state(roomId) ?? newReplicaState(roomId, replica.selfGatewayId, state.self_gateway_id);
+    const decision = planReplication(local, page, replica.lookup(roomId), NOW);
+    replica.applyReplication(roomId, decision);
+    if (decision.kind === "refetch") {
+      refetch = decision.since_seq;
+      continue;
+    }
+    if (!page.has_more) return;
+  }
+}
+
+function reread(store: RoomsStore, roomId: string) {
+  store.dropCache();
+  const room = store.room(roomId)!;
+  expect(roomInvariantViolations(room.state, store.events(roomId, 0, 1e9))).toEqual([]);
+  return room;
+}
+
+describe("RoomsStore", () => {
+  it("persists a created room, its lineage, log and local membership handles", () => {
+    const store = open("a", "gw-a");
+    const created = create(store);
+    const room = reread(store, "r");
+    expect(room.state).toEqual(created.state);
+    expect(room.meta).toMatchObject({ name: "Room", members: MEMBERS, revision: 1, disbanded_at: null });
+    // bob lives on another gateway: only alice's handle is this gateway's identity.
+    expect(store.db.prepare("SELECT member_id, profile FROM room_members").all()).toEqual([{ member_id: "alice", profile: "alice" }]);
+    expect(rekeyProfileState(store.db, "alice", "alicia").room_members).toBe(1);
+    expect(store.db.prepare("SELECT profile FROM room_members").all()).toEqual([{ profile: "alicia" }]);
+    expect(purgeProfileState(store.db, "alicia").room_members).toBe(1);
+  });
+
+  it("commits a group of appends atomically, and a failed commit leaves nothing behind", () => {
+    const store = open("a", "gw-a");
+    create(store);
+    append(store, "r", [send("m1"), send("m2")]);
+    const before = reread(store, "r");
+    const plan = planAppendBatch(before.state, [{ request: send("m3"), stored: null }], NOW);
+    // Forge a second room's plan that collides with an existing event id: the whole commit must fail.
+    const forged = { ...plan, appended: [...plan.appended, { ...plan.appended[0]!, seq: 99, event_id: "m1" }] };
+    expect(() => store.commitAppends([{ roomId: "r", plan: forged }])).toThrow(/UNIQUE/);
+    const after = reread(store, "r");
+    expect(after.state).toEqual(before.state);
+    expect(store.eventById("r", "m3")).toBeNull();
+  });
+
+  it("applies replica pages at synchronous=NORMAL and is back at FULL afterwards", () => {
+    const a = open("a", "gw-a");
+    const b = open("b", "gw-b");
+    create(a);
+    append(a, "r", [send("m1"), send("m2"), send("m3"), send("m4")]);
+    let seen = -1;
+    const run = b.db.transaction.bind(b.db);
+    b.db.transaction = ((fn: () => void) => {
+      const tx = run(fn);
+      const wrapped = Object.assign(() => tx(), tx);
+      wrapped.immediate = () => {
+        seen = b.db.pragma("synchronous", { simple: true }) as number;
+        return tx.immediate();
+      };
+      return wrapped;
+    }) as typeof b.db.transaction;
+    pullAll(a, b, "r");
+    expect(seen).toBe(1); // NORMAL inside the page transaction
+    expect(b.db.pragma("synchronous", { simple: true })).toBe(2); // FULL again
+    const room = reread(b, "r");
+    expect(room.state).toMatchObject({ role: "replica", last_seq: 5, latest_seq: 5 });
+    expect(room.meta).toMatchObject({ name: "Room", members: MEMBERS });
+  });
+
+  it("reads replication pages as tuple JSON byte-identical to JSON.stringify, with the same bounds as a LogPage", () => {
+    const store = open("a", "gw-a");
+    create(store);
+    // Texts SQLite and V8 could quote differently: quotes, backslashes, every short escape, other
+    // C0 controls, DEL and C1, non-ASCII and astral characters, U+2028/2029, a BOM, "</".
+    const texts = [
+      'say "hi" \\ bye',
+      "c0 \u0000\u0001\b\t\n\u000b\f\r\u001f end",
+      "del \u007f c1 \u0080\u009f",
+      "ünïcödé 日本語 😀",
+      "seps \u2028\u2029 bom \ufeff nbsp \u00a0",
+      "</script> and /slashes/",
+    ];
+    append(
+      store,
+      "r",
+      texts.map((text, i) => send(`m${i}`, text)),
+    );
+    const rows = store.packedEvents("r", 0, 100);
+    const events = store.events("r", 0, 100);
+    expect(rows).toHaveLength(events.length);
+    for (const [i, [seq, jsonBytes, json]] of rows.entries()) {
+      const e = events[i]!;
+      const tuple = [e.seq, e.event_id, e.kind, e.actor_json, e.epoch, e.payload_json, e.created_at, e.hash];
+      expect(seq).toBe(e.seq);
+      expect(json).toBe(JSON.stringify(tuple));
+      expect(jsonBytes).toBe(Buffer.byteLength(json, "utf8"));
+    }
+    // The byte budget cuts a packed page exactly where it cuts the LogPage of the same events.
+    const state = store.state("r")!;
+    for (const max_bytes of [1024, 1500, 2500, 100_000]) {
+      const read = planLogRead(state, { since_seq: 1, limit: 5000, max_bytes }, { maxLimit: 5000 });
+      if (!read.ok) throw new Error(read.refusal.message);
+      const prev = store.eventAt("r", 1);
+      const plain = buildLogPage(state, read.value, prev, store.events("r", 1, 5000));
+      const packed = buildPackedLogPage(state, read.value, prev, store.packedEvents("r", 1, 5000));
+      expect(packed.packed.map((row) => row[0])).toEqual(plain.events.map((e) => e.seq));
+      expect(packed.cursor).toBe(plain.cursor);
+    }
+  });
+
+  it("keeps name and members in step with room.* events, also when a branch moves away", () => {
+    const a = open("a", "gw-a");
+    const b = open("b", "gw-b");
+    create(a);
+    append(a, "r", [send("m1")]);
+    pullAll(a, b, "r");
+    // b is promoted (a is cut off); a keeps writing and renames the room on its own branch.
+    const promote = planPromote(b.state("r")!, { confirm: true, max_durable_epoch: b.maxDurableEpoch() }, NOW);
+    if (!promote.ok) throw new Error("promote refused");
+    b.syncBarrier();
+    b.commitPromote("r", promote);
+    append(a, "r", [
+      { origin: "server", event_id: "rename-1", kind: "room.renamed", actor: ROOM_CONTROL_ACTOR, payload: { name: "Renamed on a" } },
+    ]);
+    expect(reread(a, "r").meta).toMatchObject({ name: "Renamed on a", revision: 2 });
+    // a observes b's claim and follows it: the rename moves to the preserved branch, and with it the name.
+    const demoted = a.state("r")!;
+    a.saveState("r", { ...demoted, role: "replica", authority: { gateway_id: "gw-b", epoch: 2 }, latest_seq: 0, max_epoch_seen: 2 });
+    pullAll(b, a, "r");
+    const room = reread(a, "r");
+    expect(room.meta).toMatchObject({ name: "Room", revision: 1 });
+    const [branch] = a.divergences("r", true);
+    expect(branch!.record).toMatchObject({ from_seq: 3, count: 1, branch_gateway_id: "gw-a", winning_gateway_id: "gw-b" });
+    expect(branch!.events.map((e) => e.event_id)).toEqual(["rename-1"]);
+    expect(a.maxDurableEpoch()).toBe(2);
+  });
+
+  it("counts the promote counter and every table in the max durable epoch, and retires disbanded ids", () => {
+    const store = open("a", "gw-a");
+    create(store);
+    store.db.prepare("INSERT INTO gateway_meta (key, value) VALUES ('rooms_max_epoch', '7')").run();
+    expect(store.maxDurableEpoch()).toBe(7);
+    append(store, "r", [
+      { origin: "server", event_id: "system:room-disbanded", kind: "room.disbanded", actor: ROOM_CONTROL_ACTOR, payload: {} },
+    ]);
+    expect(store.isRetired("r")).toBe(true);
+    expect(reread(store, "r").meta.disbanded_at).toBe(NOW);
+  });
+});

@@ -1,0 +1,738 @@
+import { type Db, databaseError, HermesError } from "@hermes/common";
+import type Database from "better-sqlite3";
+import type {
+  AppendBatchPlan,
+  CreateRoomPlan,
+  DemotePlan,
+  DivergenceRecord,
+  LineageEntry,
+  LocalEntry,
+  LocalLogLookup,
+  Member,
+  PackedEventJson,
+  PromotePlan,
+  ReplicationDecision,
+  RoomEvent,
+  RoomState,
+  SafetyStatus,
+} from "../core/rooms/index.js";
+
+/**
+ * SQLite store of replicated rooms (§3.1, migration 002). The pure core plans every decision; this
+ * file applies each plan in ONE IMMEDIATE transaction and keeps a cache of room states that is only
+ * updated after a commit, so a plan is always made against what is durable.
+ *
+ * better-sqlite3 is synchronous: planning with the cached state and committing happen in one run of
+ * the event loop, so no other write can slip in between (single writer per gateway).
+ *
+ * Durability: the connection runs synchronous=FULL (a commit fsyncs the WAL), so an acknowledged
+ * append is on disk. Replica pages are applied with synchronous=NORMAL (no fsync per page: a replica
+ * can always pull again); the next FULL commit fsyncs the WAL and with it every earlier page, which is
+ * what `syncBarrier` uses before a promote claims authority over them.
+ */
+
+/** Name, members and bookkeeping of a room, derived from its room.* events. */
+export interface RoomMeta {
+  name: string;
+  members: Member[];
+  revision: number;
+  created_at: string;
+  updated_at: string;
+  disbanded_at: string | null;
+}
+
+/** Where a replica follows its authority from, as persisted (a registered peer: never a key). */
+export type FollowSourceRef = { peer: string } | { url: string };
+
+export interface StoredRoom {
+  state: RoomState;
+  meta: RoomMeta;
+  follow: FollowSourceRef | null;
+}
+
+export interface PreservedBranch {
+  divergence_id: number;
+  record: DivergenceRecord;
+  /** The moved events (only when asked for). */
+  events: RoomEvent[];
+}
+
+interface RoomRow {
+  room_id: string;
+  name: string;
+  members_json: string;
+  authority_gateway_id: string;
+  authority_epoch: number;
+  next_seq: number;
+  revision: number;
+  created_at: string;
+  updated_at: string;
+  disbanded_at: string | null;
+  fenced_by_epoch: number | null;
+  fenced_by_gateway_id: string | null;
+  max_epoch_seen: number;
+  last_hash: string;
+  replica_last_seq: number | null;
+  replica_latest_seq: number | null;
+  safety_status: SafetyStatus;
+  safety_reason: string | null;
+  replica_source_json: string | null;
+}
+
+interface DivergenceRow {
+  divergence_id: number;
+  room_id: string;
+  detected_at: string;
+  from_seq: number;
+  branch_epoch: number;
+  branch_gateway_id: string;
+  winning_epoch: number;
+  winning_gateway_id: string;
+  count: number;
+  markers_only: number;
+}
+
+const EVENT_COLUMNS = "room_id, seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash";
+const META_KINDS = "('room.created', 'room.renamed', 'room.members_changed', 'room.disbanded')";
+/** Rows per multi-row INSERT: fewer statement runs per page (9 columns × 100 = 900 parameters). */
+const INSERT_CHUNK = 100;
+
+function parseJson<T>(text: string | null, fallback: T): T {
+  if (text === null) return fallback;
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return fallback;
+  }
+}
+
+export class RoomsStore {
+  private readonly cache = new Map<string, StoredRoom>();
+  private readonly stmt: {
+    room: Database.Statement;
+    lineage: Database.Statement;
+    retired: Database.Statement;
+    eventById: Database.Statement;
+    eventsByIds: Database.Statement;
+    eventAt: Database.Statement;
+    entryAt: Database.Statement;
+    events: Database.Statement;
+    packedRows: Database.Statement;
+    insertEvent: Database.Statement;
+    insertEventChunk: Database.Statement;
+    upsertRoom: Database.Statement;
+    updateMeta: Database.Statement;
+    deleteLineage: Database.Statement;
+    insertLineage: Database.Statement;
+    deleteMembers: Database.Statement;
+    insertMember: Database.Statement;
+    retire: Database.Statement;
+    setSource: Database.Statement;
+  };
+
+  constructor(
+    readonly db: Db,
+    readonly selfGatewayId: string,
+    /** ISO time for updated_at and retirement records. */
+    private readonly now: () => string,
+  ) {
+    const chunkValues = Array.from({ length: INSERT_CHUNK }, () => "(?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ");
+    this.stmt = {
+      room: db.prepare("SELECT * FROM rooms WHERE room_id = ?"),
+      lineage: db.prepare("SELECT epoch, gateway_id, start_seq FROM room_lineage WHERE room_id = ? ORDER BY epoch"),
+      retired: db.prepare("SELECT 1 FROM room_retired_ids WHERE room_id = ?"),
+      eventById: db.prepare(`SELECT ${EVENT_COLUMNS} FROM room_events WHERE room_id = ? AND event_id = ?`),
+      eventsByIds: db.prepare(
+        `SELECT ${EVENT_COLUMNS} FROM room_events WHERE room_id = ? AND event_id IN (SELECT value FROM json_each(?))`,
+      ),
+      eventAt: db.prepare(`SELECT ${EVENT_COLUMNS} FROM room_events WHERE room_id = ? AND seq = ?`),
+      entryAt: db.prepare("SELECT event_id, epoch, hash, kind FROM room_events WHERE room_id = ? AND seq = ?"),
+      events: db.prepare(`SELECT ${EVENT_COLUMNS} FROM room_events WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?`),
+      // SQLite writes each tuple's JSON in C (json_array quotes TEXT exactly as JSON.stringify
+      // does) and measures it: per event one string crosses into JS instead of eight values that
+      // JS would then stringify and measure again (rooms-store.test.ts checks the bytes).
+      packedRows: db
+        .prepare(
+          `SELECT seq, octet_length(json) AS json_bytes, json FROM (
+             SELECT seq, json_array(seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash) AS json
+             FROM room_events WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?)`,
+        )
+        .raw(true),
+      insertEvent: db.prepare(`INSERT INTO room_events (${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+      insertEventChunk: db.prepare(`INSERT INTO room_events (${EVENT_COLUMNS}) VALUES ${chunkValues}`),
+      upsertRoom: db.prepare(`
+        INSERT INTO rooms (room_id, name, members_json, authority_gateway_id, authority_epoch, next_seq, revision, created_at,
+          updated_at, disbanded_at, fenced_by_epoch, fenced_by_gateway_id, max_epoch_seen, last_hash, replica_last_seq,
+          replica_latest_seq, safety_status, safety_reason, replica_source_json)
+        VALUES (@room_id, @name, @members_json, @authority_gateway_id, @authority_epoch, @next_seq, @revision, @created_at,
+          @updated_at, @disbanded_at, @fenced_by_epoch, @fenced_by_gateway_id, @max_epoch_seen, @last_hash, @replica_last_seq,
+          @replica_latest_seq, @safety_status, @safety_reason, @replica_source_json)
+        ON CONFLICT(room_id) DO UPDATE SET
+          authority_gateway_id = excluded.authority_gateway_id, authority_epoch = excluded.authority_epoch,
+          next_seq = excluded.next_seq, updated_at = excluded.updated_at, fenced_by_epoch = excluded.fenced_by_epoch,
+          fenced_by_gateway_id = excluded.fenced_by_gateway_id, max_epoch_seen = excluded.max_epoch_seen,
+          last_hash = excluded.last_hash, replica_last_seq = excluded.replica_last_seq,
+          replica_latest_seq = excluded.replica_latest_seq, safety_status = excluded.safety_status,
+          safety_reason = excluded.safety_reason`),
+      updateMeta: db.prepare(
+        "UPDATE rooms SET name = @name, members_json = @members_json, revision = @revision, created_at = @created_at, disbanded_at = @disbanded_at WHERE room_id = @room_id",
+      ),
+      deleteLineage: db.prepare("DELETE FROM room_lineage WHERE room_id = ?"),
+      insertLineage: db.prepare("INSERT INTO room_lineage (room_id, epoch, gateway_id, start_seq) VALUES (?, ?, ?, ?)"),
+      deleteMembers: db.prepare("DELETE FROM room_members WHERE room_id = ?"),
+      insertMember: db.prepare("INSERT OR REPLACE INTO room_members (room_id, member_id, profile) VALUES (?, ?, ?)"),
+      retire: db.prepare("INSERT OR IGNORE INTO room_retired_ids (room_id, retired_at) VALUES (?, ?)"),
+      setSource: db.prepare("UPDATE rooms SET replica_source_json = ? WHERE room_id = ?"),
+    };
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Reads
+
+  /** The room as stored (cached after the first read), or undefined. */
+  room(roomId: string): StoredRoom | undefined {
+    const cached = this.cache.get(roomId);
+    if (cached !== undefined) return cached;
+    const row = this.stmt.room.get(roomId) as RoomRow | undefined;
+    if (row === undefined) return undefined;
+    const lineage = this.stmt.lineage.all(roomId) as LineageEntry[];
+    const stored = this.fromRow(row, lineage);
+    this.cache.set(roomId, stored);
+    return stored;
+  }
+
+  state(roomId: string): RoomState | undefined {
+    return this.room(roomId)?.state;
+  }
+
+  isRetired(roomId: string): boolean {
+    return this.stmt.retired.get(roomId) !== undefined;
+  }
+
+  eventById(roomId: string, eventId: string): RoomEvent | null {
+    return (this.stmt.eventById.get(roomId, eventId) as RoomEvent | undefined) ?? null;
+  }
+
+  /**
+   * The stored events among `eventIds` (the idempotency lookup of a whole group commit in one query:
+   * usually none exist, and one statement beats one per append).
+   */
+  eventsByIds(roomId: string, eventIds: readonly string[]): Map<string, RoomEvent> {
+    const found = new Map<string, RoomEvent>();
+    if (eventIds.length === 1) {
+      const one = this.eventById(roomId, eventIds[0]!);
+      if (one) found.set(one.event_id, one);
+      return found;
+    }
+    for (const event of this.stmt.eventsByIds.all(roomId, JSON.stringify(eventIds)) as RoomEvent[]) found.set(event.event_id, event);
+    return found;
+  }
+
+  eventAt(roomId: string, seq: number): RoomEvent | null {
+    return (this.stmt.eventAt.get(roomId, seq) as RoomEvent | undefined) ?? null;
+  }
+
+  /** Up to `limit` events after `afterSeq`, in seq order. */
+  events(roomId: string, afterSeq: number, limit: number): RoomEvent[] {
+    return this.stmt.events.all(roomId, afterSeq, limit) as RoomEvent[];
+  }
+
+  /**
+   * The same events for a replication page: per event its seq and its PackedEvent tuple as JSON
+   * text with the text's UTF-8 size (no row objects, no per-field values).
+   */
+  packedEvents(roomId: string, afterSeq: number, limit: number): PackedEventJson[] {
+    return this.stmt.packedRows.all(roomId, afterSeq, limit) as PackedEventJson[];
+  }
+
+  /** Synchronous seq → stored entry, for planReplication. */
+  lookup(roomId: string): LocalLogLookup {
+    return (seq) => (this.stmt.entryAt.get(roomId, seq) as LocalEntry | undefined) ?? undefined;
+  }
+
+  /** Room ids, most recently updated first. */
+  roomIds(options: { limit: number; offset: number; includeDisbanded: boolean }): string[] {
+    const rows = this.db
+      .prepare(
+        `SELECT room_id FROM rooms ${options.includeDisbanded ? "" : "WHERE disbanded_at IS NULL"} ORDER BY updated_at DESC, room_id LIMIT ? OFFSET ?`,
+      )
+      .all(options.limit, options.offset) as { room_id: string }[];
+    return rows.map((r) => r.room_id);
+  }
+
+  count(): number {
+    return (this.db.prepare("SELECT COUNT(*) AS n FROM rooms").get() as { n: number }).n;
+  }
+
+  /** Preserved branches of a room, oldest first, with their events when asked. */
+  divergences(roomId: string, withEvents: boolean): PreservedBranch[] {
+    const rows = this.db.prepare("SELECT * FROM room_divergences WHERE room_id = ? ORDER BY divergence_id").all(roomId) as DivergenceRow[];
+    const eventsOf = this.db.prepare(`SELECT ${EVENT_COLUMNS} FROM room_divergent_events WHERE divergence_id = ? ORDER BY seq`);
+    return rows.map((row) => ({
+      divergence_id: row.divergence_id,
+      record: {
+        room_id: row.room_id,
+        detected_at: row.detected_at,
+        from_seq: row.from_seq,
+        branch_epoch: row.branch_epoch,
+        branch_gateway_id: row.branch_gateway_id,
+        winning_epoch: row.winning_epoch,
+        winning_gateway_id: row.winning_gateway_id,
+        count: row.count,
+        markers_only: row.markers_only === 1,
+      },
+      events: withEvents ? (eventsOf.all(row.divergence_id) as RoomEvent[]) : [],
+    }));
+  }
+
+  /**
+   * The highest epoch in ANY durable state of this gateway (§3.4, ZOOKEEPER-582): every room row
+   * (own, seen, fence), the lineage tables, the preserved branches, the tip of every log and the
+   * counter promote writes. A promote claims one above it.
+   */
+  maxDurableEpoch(): number {
+    const row = this.db
+      .prepare(
+        `SELECT MAX(
+           COALESCE((SELECT MAX(MAX(authority_epoch, max_epoch_seen, COALESCE(fenced_by_epoch, 0))) FROM rooms), 0),
+           COALESCE((SELECT MAX(epoch) FROM room_lineage), 0),
+           COALESCE((SELECT MAX(MAX(branch_epoch, winning_epoch)) FROM room_divergences), 0),
+           COALESCE((SELECT MAX(e.epoch) FROM rooms r JOIN room_events e ON e.room_id = r.room_id AND e.seq = r.next_seq - 1), 0),
+           COALESCE((SELECT CAST(value AS INTEGER) FROM gateway_meta WHERE key = 'rooms_max_epoch'), 0)
+         ) AS epoch`,
+      )
+      .get() as { epoch: number };
+    return row.epoch;
+  }
+
+  /** Largest (authority latest_seq − stored last_seq) over the replicas here: the lag gauge. */
+  replicaLagMax(): number {
+    const row = this.db
+      .prepare("SELECT MAX(MAX(replica_latest_seq - replica_last_seq, 0)) AS lag FROM rooms WHERE replica_last_seq IS NOT NULL")
+      .get() as { lag: number | null };
+    return row.lag ?? 0;
+  }
+
+  /** Replicas that follow a registered peer (resumed at start). */
+  followedRooms(): { roomId: string; source: FollowSourceRef }[] {
+    const rows = this.db.prepare("SELECT room_id, replica_source_json FROM rooms WHERE replica_source_json IS NOT NULL").all() as {
+      room_id: string;
+      replica_source_json: string;
+    }[];
+    return rows.flatMap((r) => {
+      const source = parseJson<FollowSourceRef | null>(r.replica_source_json, null);
+      return source ? [{ roomId: r.room_id, source }] : [];
+    });
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Writes: each is one IMMEDIATE transaction; the cache changes only after the commit.
+
+  /** `groups.create`: the room row, its lineage, room.created and the local membership handles. */
+  createRoom(plan: Extract<CreateRoomPlan, { ok: true }>): StoredRoom {
+    const meta: RoomMeta = {
+      name: plan.name,
+      members: plan.members,
+      revision: 1,
+      created_at: plan.event.created_at,
+      updated_at: plan.event.created_at,
+      disbanded_at: null,
+    };
+    const stored: StoredRoom = { state: plan.state, meta, follow: null };
+    this.write([plan.state.room_id], () => {
+      if (this.stmt.room.get(plan.state.room_id) !== undefined) {
+        throw new HermesError("already_exists", `room ${plan.state.room_id} already exists on this gateway`);
+      }
+      this.stmt.upsertRoom.run(this.rowParams(stored));
+      this.writeLineage(plan.state.room_id, plan.state.lineage);
+      this.insertEvents([plan.event]);
+      this.writeMembers(plan.state, meta.members);
+    });
+    this.cache.set(plan.state.room_id, stored);
+    return stored;
+  }
+
+  /**
+   * Group commit: the appended events and new states of several rooms in one transaction. Every
+   * append of the batch is acknowledged only after this returns.
+   */
+  commitAppends(batches: readonly { roomId: string; plan: AppendBatchPlan }[]): void {
+    const next = new Map<string, StoredRoom>();
+    const changing = batches.filter((b) => b.plan.appended.length > 0);
+    if (changing.length === 0) return;
+    this.write(
+      changing.map((b) => b.roomId),
+      () => {
+        for (const { roomId, plan } of changing) {
+          const current = this.mustRoom(roomId);
+          this.insertEvents(plan.appended);
+          const meta = this.metaAfter(current, plan.appended);
+          const stored: StoredRoom = { ...current, state: plan.state, meta };
+          this.saveRow(stored, current);
+          next.set(roomId, stored);
+        }
+      },
+    );
+    for (const [roomId, stored] of next) this.cache.set(roomId, stored);
+  }
+
+  /**
+   * Applies one replication decision (§3.3) with synchronous=NORMAL. `apply`/`noop`/`quarantined`
+   * save the state (and insert events); `diverged` first moves the local branch to
+   * room_divergent_events with its record; `refused` saves only a fence; `refetch` writes nothing.
+   * Returns the id of a divergence record, if one was written.
+   */
+  applyReplication(roomId: string, decision: ReplicationDecision): number | null {
+    if (decision.kind === "refetch") return null;
+    if (decision.kind === "refused" && decision.fence === null) return null;
+    const current = this.room(roomId);
+    let divergenceId: number | null = null;
+    let stored: StoredRoom | undefined;
+    this.withNormalSync(() =>
+      this.write([roomId], () => {
+        const base: StoredRoom = current ?? this.newReplicaRoom(decision.state);
+        switch (decision.kind) {
+          case "apply": {
+            this.insertEvents(decision.events);
+            stored = { ...base, state: decision.state, meta: this.metaAfter(base, decision.events) };
+            break;
+          }
+          case "noop":
+          case "quarantined":
+          case "refused":
+            stored = { ...base, state: decision.state, meta: { ...base.meta, updated_at: this.now() } };
+            break;
+          case "diverged": {
+            divergenceId = this.moveBranch(roomId, decision.divergence, decision.moved);
+            this.insertEvents(decision.events);
+            stored = { ...base, state: decision.state, meta: this.recomputeMeta(roomId, base.meta) };
+            break;
+          }
+        }
+        this.saveRow(stored!, current);
+      }),
+    );
+    if (stored) this.cache.set(roomId, stored);
+    return divergenceId;
+  }
+
+  /**
+   * `groups.promote`: the claim, the new state and the durable epoch counter in one transaction at
+   * synchronous=FULL. Call `syncBarrier` before planning so the replica log is on disk first.
+   */
+  commitPromote(roomId: string, plan: Extract<PromotePlan, { ok: true }>): void {
+    const current = this.mustRoom(roomId);
+    const stored: StoredRoom = { ...current, state: plan.state, meta: { ...current.meta, updated_at: this.now() }, follow: null };
+    this.write([roomId], () => {
+      this.db
+        .prepare(
+          "INSERT INTO gateway_meta (key, value) VALUES ('rooms_max_epoch', ?) ON CONFLICT(key) DO UPDATE SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
+        )
+        .run(String(plan.epoch));
+      this.insertEvents([plan.claim]);
+      this.saveRow(stored, current);
+      this.stmt.setSource.run(null, roomId);
+    });
+    this.cache.set(roomId, stored);
+  }
+
+  /** `groups.demote`: authority.lost at the head of the old branch and the adopted authority. */
+  commitDemote(roomId: string, plan: Extract<DemotePlan, { ok: true; idempotent: false }>): void {
+    const current = this.mustRoom(roomId);
+    const stored: StoredRoom = { ...current, state: plan.state, meta: { ...current.meta, updated_at: this.now() } };
+    this.write([roomId], () => {
+      this.insertEvents([plan.lost]);
+      this.saveRow(stored, current);
+    });
+    this.cache.set(roomId, stored);
+  }
+
+  /** A state change without events: a fence (self-fencing) or a released safety status. */
+  saveState(roomId: string, state: RoomState): void {
+    const current = this.mustRoom(roomId);
+    const stored: StoredRoom = { ...current, state, meta: { ...current.meta, updated_at: this.now() } };
+    this.write([roomId], () => this.saveRow(stored, current));
+    this.cache.set(roomId, stored);
+  }
+
+  /** Remembers (or forgets, with null) the peer a replica follows. */
+  setFollowSource(roomId: string, source: FollowSourceRef | null): void {
+    const current = this.room(roomId);
+    if (!current) return;
+    this.write([roomId], () => this.stmt.setSource.run(source === null ? null : JSON.stringify(source), roomId));
+    this.cache.set(roomId, { ...current, follow: source });
+  }
+
+  /**
+   * A commit at synchronous=FULL: fsyncs the WAL, and with it every replica page applied before at
+   * NORMAL. After it returns, everything this gateway stored is durable (§3.4: never claim
+   * authority over unsynced events).
+   */
+  syncBarrier(): void {
+    this.db.transaction(() => {
+      this.db
+        .prepare(
+          "INSERT INTO gateway_meta (key, value) VALUES ('rooms_sync_barrier', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        )
+        .run(this.now());
+    })();
+  }
+
+  /** Forgets cached states (tests that edit the database behind the store's back). */
+  dropCache(): void {
+    this.cache.clear();
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Internals
+
+  private mustRoom(roomId: string): StoredRoom {
+    const room = this.room(roomId);
+    if (!room) throw new HermesError("not_found", `no room ${roomId} on this gateway`, { data: { room_id: roomId } });
+    return room;
+  }
+
+  /**
+   * Runs `fn` in an IMMEDIATE transaction; on failure the rooms' cache entries are dropped (reloaded
+   * from disk) and SQLite's error becomes a typed one (database_busy, database_corrupt, …).
+   */
+  private write(roomIds: readonly string[], fn: () => void): void {
+    try {
+      this.db.transaction(fn).immediate();
+    } catch (err) {
+      for (const id of roomIds) this.cache.delete(id);
+      if (err instanceof HermesError) throw err;
+      const code = (err as { code?: unknown }).code;
+      // A constraint is a bug in a plan, not the disk: keep SQLite's message for the log.
+      if (typeof code === "string" && code.startsWith("SQLITE_CONSTRAINT")) throw err;
+      throw databaseError(err, "gateway state.db", this.db.name);
+    }
+  }
+
+  /** Runs `fn` (a replica page) at synchronous=NORMAL: no fsync at its commit; back to FULL after. */
+  private withNormalSync(fn: () => void): void {
+    this.db.pragma("synchronous = NORMAL");
+    try {
+      fn();
+    } finally {
+      this.db.pragma("synchronous = FULL");
+    }
+  }
+
+  private newReplicaRoom(state: RoomState): StoredRoom {
+    const now = this.now();
+    return {
+      state,
+      meta: { name: "", members: [], revision: 0, created_at: now, updated_at: now, disbanded_at: null },
+      follow: null,
+    };
+  }
+
+  private fromRow(row: RoomRow, lineage: LineageEntry[]): StoredRoom {
+    const role = row.authority_gateway_id === this.selfGatewayId ? "authority" : "replica";
+    const lastSeq = row.next_seq - 1;
+    const state: RoomState = {
+      room_id: row.room_id,
+      self_gateway_id: this.selfGatewayId,
+      role,
+      authority: { gateway_id: row.authority_gateway_id, epoch: row.authority_epoch },
+      lineage,
+      last_seq: lastSeq,
+      last_hash: row.last_hash,
+      latest_seq: role === "authority" ? lastSeq : (row.replica_latest_seq ?? 0),
+      max_epoch_seen: row.max_epoch_seen,
+      fenced_by: row.fenced_by_epoch === null ? null : { gateway_id: row.fenced_by_gateway_id ?? "", epoch: row.fenced_by_epoch },
+      disbanded: row.disbanded_at !== null,
+      safety_status: row.safety_status,
+      safety_reason: row.safety_reason,
+    };
+    return {
+      state,
+      meta: {
+        name: row.name,
+        members: parseJson<Member[]>(row.members_json, []),
+        revision: row.revision,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        disbanded_at: row.disbanded_at,
+      },
+      follow: parseJson<FollowSourceRef | null>(row.replica_source_json, null),
+    };
+  }
+
+  private rowParams(stored: StoredRoom): RoomRow {
+    const { state, meta } = stored;
+    const replica = state.role === "replica";
+    return {
+      room_id: state.room_id,
+      name: meta.name,
+      members_json: JSON.stringify(meta.members),
+      authority_gateway_id: state.authority.gateway_id,
+      authority_epoch: state.authority.epoch,
+      next_seq: state.last_seq + 1,
+      revision: meta.revision,
+      created_at: meta.created_at,
+      updated_at: meta.updated_at,
+      disbanded_at: meta.disbanded_at,
+      fenced_by_epoch: state.fenced_by?.epoch ?? null,
+      fenced_by_gateway_id: state.fenced_by?.gateway_id ?? null,
+      max_epoch_seen: state.max_epoch_seen,
+      last_hash: state.last_hash,
+      replica_last_seq: replica ? state.last_seq : null,
+      replica_latest_seq: replica ? state.latest_seq : null,
+      safety_status: state.safety_status,
+      safety_reason: state.safety_reason,
+      replica_source_json: stored.follow === null ? null : JSON.stringify(stored.follow),
+    };
+  }
+
+  /** Writes the row (and the lineage, members and meta when they changed) inside a transaction. */
+  private saveRow(stored: StoredRoom, before: StoredRoom | undefined): void {
+    const { state, meta } = stored;
+    this.stmt.upsertRoom.run(this.rowParams(stored));
+    if (before === undefined || !sameLineage(before.state.lineage, state.lineage)) this.writeLineage(state.room_id, state.lineage);
+    if (before === undefined || before.meta !== meta) {
+      this.stmt.updateMeta.run({
+        room_id: state.room_id,
+        name: meta.name,
+        members_json: JSON.stringify(meta.members),
+        revision: meta.revision,
+        created_at: meta.created_at,
+        disbanded_at: meta.disbanded_at,
+      });
+      if (before === undefined || before.meta.members !== meta.members) this.writeMembers(state, meta.members);
+    }
+  }
+
+  private writeLineage(roomId: string, lineage: readonly LineageEntry[]): void {
+    this.stmt.deleteLineage.run(roomId);
+    for (const entry of lineage) this.stmt.insertLineage.run(roomId, entry.epoch, entry.gateway_id, entry.start_seq);
+  }
+
+  /**
+   * The membership handles of this gateway's profiles (the identity registry rekeys them). A member
+   * without a gateway_id lives on the gateway that created the room (the first lineage entry).
+   */
+  private writeMembers(state: RoomState, members: readonly Member[]): void {
+    this.stmt.deleteMembers.run(state.room_id);
+    const creator = state.lineage[0]?.gateway_id;
+    for (const member of members) {
+      const home = member.gateway_id ?? creator;
+      if (home === this.selfGatewayId) this.stmt.insertMember.run(state.room_id, member.member_id, member.profile);
+    }
+  }
+
+  private insertEvents(events: readonly RoomEvent[]): void {
+    let i = 0;
+    if (events.length >= INSERT_CHUNK) {
+      const params: unknown[] = new Array(INSERT_CHUNK * 9);
+      for (; i + INSERT_CHUNK <= events.length; i += INSERT_CHUNK) {
+        for (let j = 0; j < INSERT_CHUNK; j++) {
+          const e = events[i + j]!;
+          const k = j * 9;
+          params[k] = e.room_id;
+          params[k + 1] = e.seq;
+          params[k + 2] = e.event_id;
+          params[k + 3] = e.kind;
+          params[k + 4] = e.actor_json;
+          params[k + 5] = e.epoch;
+          params[k + 6] = e.payload_json;
+          params[k + 7] = e.created_at;
+          params[k + 8] = e.hash;
+        }
+        this.stmt.insertEventChunk.run(params);
+      }
+    }
+    for (; i < events.length; i++) {
+      const e = events[i]!;
+      this.stmt.insertEvent.run(e.room_id, e.seq, e.event_id, e.kind, e.actor_json, e.epoch, e.payload_json, e.created_at, e.hash);
+    }
+    for (const e of events) if (e.kind === "room.disbanded") this.stmt.retire.run(e.room_id, this.now());
+  }
+
+  /** Meta after appending `events` (only room.* kinds change it). Returns the same object when nothing changed but the time. */
+  private metaAfter(room: StoredRoom, events: readonly RoomEvent[]): RoomMeta {
+    let meta: RoomMeta = { ...room.meta, updated_at: this.now() };
+    for (const event of events) {
+      if (!event.kind.startsWith("room.")) continue;
+      meta = applyMetaEvent(meta, event);
+    }
+    return meta;
+  }
+
+  /** Meta from the log as it now stands (after a branch moved away, a rename may have gone with it). */
+  private recomputeMeta(roomId: string, before: RoomMeta): RoomMeta {
+    const rows = this.db
+      .prepare(`SELECT ${EVENT_COLUMNS} FROM room_events WHERE room_id = ? AND kind IN ${META_KINDS} ORDER BY seq`)
+      .all(roomId) as RoomEvent[];
+    let meta: RoomMeta = { ...before, name: "", members: [], revision: 0, disbanded_at: null, updated_at: this.now() };
+    for (const event of rows) meta = applyMetaEvent(meta, event);
+    return meta;
+  }
+
+  /** Moves local seqs from..to to room_divergent_events under a new divergence record; deletes nothing else. */
+  private moveBranch(roomId: string, record: DivergenceRecord, moved: { from_seq: number; to_seq: number }): number {
+    const info = this.db
+      .prepare(
+        `INSERT INTO room_divergences (room_id, detected_at, from_seq, branch_epoch, branch_gateway_id, winning_epoch, winning_gateway_id, count, markers_only)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(
+        roomId,
+        record.detected_at,
+        record.from_seq,
+        record.branch_epoch,
+        record.branch_gateway_id,
+        record.winning_epoch,
+        record.winning_gateway_id,
+        record.count,
+        record.markers_only ? 1 : 0,
+      );
+    const divergenceId = Number(info.lastInsertRowid);
+    const copied = this.db
+      .prepare(
+        `INSERT INTO room_divergent_events (divergence_id, ${EVENT_COLUMNS})
+         SELECT ?, ${EVENT_COLUMNS} FROM room_events WHERE room_id = ? AND seq BETWEEN ? AND ?`,
+      )
+      .run(divergenceId, roomId, moved.from_seq, moved.to_seq).changes;
+    if (copied !== record.count) {
+      throw new HermesError(
+        "database_corrupt",
+        `room ${roomId}: expected ${record.count} events in seqs ${moved.from_seq}..${moved.to_seq} to preserve, found ${copied}; nothing was moved`,
+      );
+    }
+    this.db.prepare("DELETE FROM room_events WHERE room_id = ? AND seq BETWEEN ? AND ?").run(roomId, moved.from_seq, moved.to_seq);
+    return divergenceId;
+  }
+}
+
+function sameLineage(a: readonly LineageEntry[], b: readonly LineageEntry[]): boolean {
+  if (a.length !== b.length) return false;
+  return a.every((x, i) => x.epoch === b[i]!.epoch && x.gateway_id === b[i]!.gateway_id && x.start_seq === b[i]!.start_seq);
+}
+
+function applyMetaEvent(meta: RoomMeta, event: RoomEvent): RoomMeta {
+  const payload = parseJson<Record<string, unknown>>(event.payload_json, {});
+  switch (event.kind) {
+    case "room.created":
+      return {
+        ...meta,
+        name: typeof payload.name === "string" ? payload.name : meta.name,
+        members: Array.isArray(payload.members) ? (payload.members as Member[]) : meta.members,
+        revision: Math.max(meta.revision, 1),
+        created_at: event.created_at,
+      };
+    case "room.renamed":
+      return { ...meta, name: typeof payload.name === "string" ? payload.name : meta.name, revision: meta.revision + 1 };
+    case "room.members_changed":
+      return {
+        ...meta,
+        members: Array.isArray(payload.members) ? (payload.members as Member[]) : meta.members,
+        revision: meta.revision + 1,
+      };
+    case "room.disbanded":
+      return { ...meta, disbanded_at: event.created_at, revision: meta.revision + 1 };
+    default:
+      return meta;
+  }
+}

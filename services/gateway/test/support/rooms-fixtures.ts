@@ -1,0 +1,151 @@
+import { connect, createServer, type Server, type Socket } from "node:net";
+import type { CallOptions, Metadata, ServiceError } from "@grpc/grpc-js";
+import { authMetadata, fromServiceError, type HermesError, unaryCall } from "@hermes/common";
+import type { ReplicateProgress, ReplicateRequest, ReplicateResult, RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
+import { AppendStream, roomClient } from "../../src/api/grpc/room-client.js";
+import { startTestGateway, TEST_KEY, type TestGateway } from "./gateway-harness.js";
+
+export const MEMBERS = [
+  { member_id: "alice", profile: "alice" },
+  { member_id: "bob", profile: "bob" },
+];
+
+export interface RoomNode {
+  gw: TestGateway;
+  id: string;
+  url: string;
+  client: RoomServiceClient;
+  /** The rooms service itself (in-process). */
+  rooms: TestGateway["gateway"]["rooms"];
+  call<Req, Res>(
+    method: (req: Req, md: Metadata, options: Partial<CallOptions>, cb: (err: ServiceError | null, res: Res) => void) => unknown,
+    req: Req,
+  ): Promise<Res>;
+  appendStream(): AppendStream;
+  /** Runs Replicate to the end; resolves with the result and every progress message. */
+  replicate(req: Partial<ReplicateRequest> & { room_id: string }): Promise<{ result: ReplicateResult; progress: ReplicateProgress[] }>;
+}
+
+export async function startRoomNode(id: string, options: { home?: string } = {}): Promise<RoomNode> {
+  const gw = await startTestGateway({ overrides: { id }, ...(options.home ? { home: options.home } : {}) });
+  const url = `grpc://${gw.gateway.grpcAddress}`;
+  const client = roomClient(url);
+  const node: RoomNode = {
+    gw,
+    id: gw.gateway.id,
+    url,
+    client,
+    rooms: gw.gateway.rooms,
+    call(method, req) {
+      return unaryCall((cb) => method.call(client, req, authMetadata(TEST_KEY), {}, (err, res) => cb(err, res)));
+    },
+    appendStream() {
+      return new AppendStream(client, TEST_KEY);
+    },
+    replicate(req) {
+      return new Promise((resolve, reject) => {
+        const progress: ReplicateProgress[] = [];
+        const stream = client.replicate({ room_id: req.room_id, from: req.from, follow: req.follow ?? false }, authMetadata(TEST_KEY));
+        stream.on("data", (p: ReplicateProgress) => progress.push(p));
+        stream.on("error", (err: ServiceError) => reject(fromServiceError(err)));
+        stream.on("end", () => {
+          const last = progress[progress.length - 1];
+          if (last?.result) resolve({ result: last.result, progress });
+          else reject(new Error("replicate ended without a result"));
+        });
+      });
+    },
+  };
+  return node;
+}
+
+export async function stopNodes(...nodes: (RoomNode | undefined)[]): Promise<void> {
+  for (const n of nodes) {
+    if (!n) continue;
+    n.client.close();
+    await n.gw.destroy();
+  }
+}
+
+/** The source spec for pulling from `node` over gRPC with the test key. */
+export function from(node: RoomNode) {
+  return { url: node.url, key: TEST_KEY, peer: "" };
+}
+
+/** The reason a failed call carried (from the gRPC trailer), or undefined. */
+export function reasonOf(err: unknown): string | undefined {
+  return (err as HermesError | undefined)?.reason;
+}
+
+export async function expectRefusal(promise: Promise<unknown>): Promise<HermesError> {
+  try {
+    await promise;
+  } catch (err) {
+    return err as HermesError;
+  }
+  throw new Error("expected a refusal, the call succeeded");
+}
+
+/**
+ * A TCP proxy in front of a gateway's gRPC port that a test can cut (every connection destroyed,
+ * new ones refused) and heal: the in-process stand-in for a network partition.
+ */
+export class CuttableProxy {
+  private server: Server | undefined;
+  private readonly sockets = new Set<Socket>();
+  private cut = false;
+  port = 0;
+
+  constructor(private readonly target: { host: string; port: number }) {}
+
+  async start(): Promise<void> {
+    this.server = createServer((client) => {
+      if (this.cut) {
+        client.destroy();
+        return;
+      }
+      const upstream = connect(this.target.port, this.target.host);
+      for (const s of [client, upstream]) {
+        this.sockets.add(s);
+        s.on("close", () => this.sockets.delete(s));
+        s.on("error", () => {
+          client.destroy();
+          upstream.destroy();
+        });
+      }
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    await new Promise<void>((resolve) => this.server!.listen(0, "127.0.0.1", resolve));
+    const addr = this.server.address();
+    this.port = typeof addr === "object" && addr ? addr.port : 0;
+  }
+
+  get url(): string {
+    return `grpc://127.0.0.1:${this.port}`;
+  }
+
+  partition(): void {
+    this.cut = true;
+    for (const s of this.sockets) s.destroy();
+    this.sockets.clear();
+  }
+
+  heal(): void {
+    this.cut = false;
+  }
+
+  async close(): Promise<void> {
+    this.partition();
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  }
+}
+
+export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 15_000, what = "condition"): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
