@@ -14,9 +14,10 @@ export function registerGatewayCommands(program: Command, run: CommandRunner): v
     .option("--grpc <host:port>", "gRPC listen address (default 127.0.0.1:7440)")
     .option("--http <host:port>", "HTTP listen address for /livez /readyz /metrics /rpc (default 127.0.0.1:7441)")
     .option("--relay <url>", "relay to dial out to (grpc://host:port)")
-    .option("--relay-key <key>", "connection key for --relay")
+    .option("--relay-key <key>", "connection key for --relay (or HERMES_RELAY_KEY)")
+    .option("--relay-connection <name>", "this gateway's connection name at the relay (default: the gateway id)")
     .action(
-      run(async (ctx, o: { id?: string; grpc?: string; http?: string; relay?: string; relayKey?: string }) => {
+      run(async (ctx, o: { id?: string; grpc?: string; http?: string; relay?: string; relayKey?: string; relayConnection?: string }) => {
         const gw = await Gateway.start({
           home: ctx.home.root,
           overrides: {
@@ -25,6 +26,7 @@ export function registerGatewayCommands(program: Command, run: CommandRunner): v
             ...(o.http ? { http: o.http } : {}),
             ...(o.relay ? { relayUrl: o.relay } : {}),
             ...(o.relayKey ? { relayKey: o.relayKey } : {}),
+            ...(o.relayConnection ? { relayConnection: o.relayConnection } : {}),
           },
         });
         process.stdout.write(`gateway ready: id=${gw.id} grpc=${gw.grpcAddress} http=${gw.httpAddress} control=${gw.home.controlSocket}\n`);

@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import type { ServiceError } from "@grpc/grpc-js";
 import { fromServiceError, HermesError } from "@hermes/common";
 import {
+  type DiscussionStatus,
   type DivergenceRecord,
   type LogPage,
   type ReplicaStateReply,
@@ -84,6 +85,19 @@ function describeRoom(r: Room): string {
   if (r.disbanded_at) rows.push(["disbanded", r.disbanded_at]);
   rows.push(["created", r.created_at], ["updated", r.updated_at]);
   return table(["FIELD", "VALUE"], rows);
+}
+
+function describeDiscussion(driver: string, needsYou: boolean, d: DiscussionStatus | undefined): string {
+  const rows: (string | number)[][] = [["driver", driver]];
+  if (needsYou) rows.push(["needs you", "yes: a member wrote @user"]);
+  if (d) {
+    rows.push(["discussion", d.reason ? `${d.state} (${d.reason})` : d.state]);
+    if (d.discussion_seq !== undefined)
+      rows.push(["of message", `seq ${d.discussion_seq}, round ${(d.round_index ?? 0) + 1}, ${d.replies} replies`]);
+    if (d.turn_id) rows.push(["turn", `${d.turn_member_id ?? "?"} (${d.turn_id})`]);
+    for (const u of d.unavailable) rows.push(["unavailable", `${u.member_id}: ${u.why}`]);
+  }
+  return table(["DISCUSSION", "VALUE"], rows);
 }
 
 function describeReplicaState(s: ReplicaStateReply): string {
@@ -263,7 +277,11 @@ export function registerGroupsCommands(program: Command, run: CommandRunner): vo
       run(async (ctx, roomId: string) => {
         const c = rooms(ctx);
         const r = await ctx.call(c, c.state, { room_id: roomId, include_disbanded: true });
-        emit(ctx.json, { room: roomJson(r.room), driver_status: r.driver_status }, () => describeRoom(r.room!));
+        emit(
+          ctx.json,
+          { room: roomJson(r.room), driver_status: r.driver_status, needs_you: r.needs_you, discussion: r.discussion ?? null },
+          () => [describeRoom(r.room!), describeDiscussion(r.driver_status, r.needs_you, r.discussion)].join("\n"),
+        );
       }),
     );
 

@@ -171,6 +171,7 @@ export interface SettingsOverrides {
   http?: string;
   relayUrl?: string;
   relayKey?: string;
+  relayConnection?: string;
 }
 
 export const DEFAULT_GRPC = "127.0.0.1:7440";
@@ -191,8 +192,9 @@ export function loadProfileConfig(home: HermesHome, profile: string): ModelConfi
 
 /**
  * Merges config.yaml, environment (HERMES_GATEWAY_ID, HERMES_GRPC, HERMES_HTTP, API_SERVER_KEY,
- * HERMES_RELAY_URL, HERMES_RELAY_KEY, also read from HERMES_HOME/.env) and command-line flags, in
- * that order of increasing precedence, and refuses a non-loopback bind without a key.
+ * HERMES_RELAY_URL, HERMES_RELAY_KEY, HERMES_RELAY_CONNECTION, also read from HERMES_HOME/.env) and
+ * command-line flags, in that order of increasing precedence, and refuses a non-loopback bind
+ * without a key.
  */
 export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOverrides = {}, env = process.env): GatewaySettings {
   const file = loadGatewayConfigFile(home);
@@ -221,6 +223,7 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
   }
   const relayUrl = overrides.relayUrl ?? fromEnv("HERMES_RELAY_URL") ?? file.relay?.url;
   const relayKey = overrides.relayKey ?? fromEnv("HERMES_RELAY_KEY") ?? file.relay?.key;
+  const relayConnection = overrides.relayConnection ?? fromEnv("HERMES_RELAY_CONNECTION") ?? file.relay?.connection;
   const gatewayId = overrides.id ?? fromEnv("HERMES_GATEWAY_ID") ?? g.id;
   return {
     home: home.root,
@@ -238,7 +241,7 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
           relay: {
             url: relayUrl,
             ...(relayKey ? { key: relayKey } : {}),
-            ...(file.relay?.connection ? { connection: file.relay.connection } : {}),
+            ...(relayConnection ? { connection: relayConnection } : {}),
           },
         }
       : {}),

@@ -10,7 +10,6 @@ import {
   createLogger,
   createMetrics,
   type Db,
-  DEFAULT_PROFILE,
   formatHostPort,
   HealthRegistry,
   HermesError,
@@ -48,14 +47,13 @@ import { ChatService } from "./chat.js";
 import { type GatewaySettings, resolveGatewaySettings, type SettingsOverrides } from "./config.js";
 import { DeliveryService } from "./delivery/delivery-service.js";
 import { HermesHome } from "./home.js";
-import { peerLinks } from "./peers/peer-directory.js";
+import { peerDirectory, peerLinks } from "./peers/peer-directory.js";
 import { PeerRuns } from "./peers/peer-runs.js";
 import { ProfileService } from "./profiles.js";
 import { RelayLink, relayConnectionName } from "./relay/relay-link.js";
 import { DiscussionDriver } from "./rooms/discussion-driver.js";
 import { MemberTurnRouter, registerMemberTurnTunnel } from "./rooms/member-turn-routes.js";
 import { LocalMemberTurns, MemberTurnServer } from "./rooms/member-turns.js";
-import { peerKeyVariable } from "./rooms/room-source.js";
 import { RoomsService } from "./rooms/rooms-service.js";
 import { type RoutingAccess, SessionService } from "./sessions.js";
 
@@ -264,10 +262,7 @@ export class Gateway {
         clock,
         logger: logger.child({ module: "rooms" }),
         registry: metrics.registry,
-        peers: {
-          url: (peer) => chat.modelConfig.gatewayConfig().bot_peers?.[peer]?.url,
-          key: (peer) => chat.modelConfig.forProfile(DEFAULT_PROFILE).secret(peerKeyVariable(peer)),
-        },
+        peers: peerDirectory(chat.modelConfig),
         settings: settings.rooms,
         ...(relay ? { sources: relay.roomSources() } : {}),
       });
@@ -295,10 +290,7 @@ export class Gateway {
         members: new MemberTurnRouter({
           gatewayId: id,
           local: localTurns,
-          peers: {
-            url: (peer) => chat.modelConfig.gatewayConfig().bot_peers?.[peer]?.url,
-            key: (peer) => chat.modelConfig.forProfile(DEFAULT_PROFILE).secret(peerKeyVariable(peer)),
-          },
+          peers: peerDirectory(chat.modelConfig),
           tunnel: () => relay?.tunnel,
         }),
         gatewayId: id,

@@ -1,4 +1,4 @@
-import { type Clock, DEFAULT_PROFILE, HermesError, isoTime, type Logger, newId, toHermesError } from "@hermes/common";
+import { type Clock, HermesError, isoTime, type Logger, newId, toHermesError } from "@hermes/common";
 import PQueue from "p-queue";
 import type { Registry } from "prom-client";
 import {
@@ -32,13 +32,14 @@ import type { ProfileDatabases } from "../../store/gateway-store.js";
 import { TranscriptStore } from "../../store/sessions-store.js";
 import type { ChatService, MessageAgentHost } from "../chat.js";
 import type { DeliverySettings } from "../config.js";
+import { peerDirectory } from "../peers/peer-directory.js";
 import type { ProfileService } from "../profiles.js";
 import type { SessionService } from "../sessions.js";
 import { DeliveryMetrics } from "./delivery-metrics.js";
 import { attemptFailure } from "./failure.js";
 import { DeliveryIngress } from "./ingress.js";
 import { TargetLanes } from "./lanes.js";
-import { type DeliveryTransport, LocalTransport, NoRelayTransport, PeerTransport, peerKeyName } from "./transports.js";
+import { type DeliveryTransport, LocalTransport, NoRelayTransport, PeerTransport } from "./transports.js";
 import { OutcomeWaiters } from "./waiters.js";
 
 export interface DeliveryServiceDeps {
@@ -119,13 +120,7 @@ export class DeliveryService implements MessageAgentHost {
     this.local = new LocalTransport(this.ingress);
     const config = deps.chat.modelConfig;
     this.transports = {
-      peer: new PeerTransport(
-        {
-          url: (peer) => config.gatewayConfig().bot_peers?.[peer]?.url,
-          key: (peer) => config.forProfile(DEFAULT_PROFILE).secret(peerKeyName(peer)),
-        },
-        deps.settings.peerTimeoutMs,
-      ),
+      peer: new PeerTransport(peerDirectory(config), deps.settings.peerTimeoutMs),
       relay: new NoRelayTransport(),
     };
   }

@@ -5,6 +5,7 @@ import type { DeliveryEnvelope } from "../../core/delivery/envelope.js";
 import { isDeliveryReason } from "../../core/delivery/reasons.js";
 import { RECEIPT_STATES, type Receipt, type ReceiptState } from "../../core/delivery/receipt.js";
 import type { Route } from "../../core/delivery/targets.js";
+import { type PeerDirectory, peerKeyName } from "../peers/peer-directory.js";
 import type { DeliveryIngress } from "./ingress.js";
 
 export interface TransportOptions {
@@ -50,16 +51,6 @@ export class NoRelayTransport implements DeliveryTransport {
       new HermesError("runtime_offline", `no relay is connected, so ${route.target} cannot be reached; configure relay.url and restart`),
     );
   }
-}
-
-/** Where peers are and their keys: `bot_peers.<name>.url` in config.yaml, `HERMES_PEER_<NAME>_KEY` in HERMES_HOME/.env. */
-export interface PeerDirectory {
-  url(peer: string): string | undefined;
-  key(peer: string): string | undefined;
-}
-
-export function peerKeyName(peer: string): string {
-  return `HERMES_PEER_${peer.toUpperCase().replace(/-/g, "_")}_KEY`;
 }
 
 function toReceipt(wire: WireReceipt | undefined): Receipt {

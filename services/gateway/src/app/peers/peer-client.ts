@@ -9,7 +9,7 @@ import {
   type StartRunRequest,
   type StopRunRequest,
 } from "@hermes/proto/hermes/v1/peers";
-import { type PeerDirectory, peerKeyName } from "../delivery/transports.js";
+import { type PeerDirectory, peerKeyName } from "./peer-directory.js";
 
 /** What the calling side states about the sender of a dm or run. */
 export interface PeerSender {

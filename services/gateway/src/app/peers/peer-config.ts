@@ -1,10 +1,9 @@
 import { existsSync, readFileSync } from "node:fs";
 import { assertProfileName, HermesError, parseGrpcUrl } from "@hermes/common";
 import { type Document, isMap, isScalar, parseDocument } from "yaml";
-import { peerKeyName } from "../delivery/transports.js";
 import type { HermesHome } from "../home.js";
 import type { ModelConfigSource } from "../model-config.js";
-import { peerDirectory } from "./peer-directory.js";
+import { peerDirectory, peerKeyName } from "./peer-directory.js";
 
 /**
  * §5.2 the peer registry on disk, edited by `hermes peer add/remove`: name, url and note in

@@ -1,12 +1,22 @@
 import { DEFAULT_PROFILE } from "@hermes/common";
-import { type PeerDirectory, peerKeyName } from "../delivery/transports.js";
 import type { ModelConfigSource } from "../model-config.js";
 
+/** Where peers are and their keys: `bot_peers.<name>.url` in config.yaml, `HERMES_PEER_<NAME>_KEY` in HERMES_HOME/.env. */
+export interface PeerDirectory {
+  url(peer: string): string | undefined;
+  key(peer: string): string | undefined;
+}
+
+/** The .env variable holding a peer's key: `HERMES_PEER_<NAME>_KEY` (upper case, `-` → `_`). */
+export function peerKeyName(peer: string): string {
+  return `HERMES_PEER_${peer.toUpperCase().replace(/-/g, "_")}_KEY`;
+}
+
 /**
- * The peer lookup the `<peer>/<profile>` delivery transport uses (app/delivery/transports.ts),
- * as a reusable value: `bot_peers.<name>.url` from HERMES_HOME/config.yaml, the key
- * `HERMES_PEER_<NAME>_KEY` from HERMES_HOME/.env, then the process environment. Both files are
- * re-read when they change, so a `hermes peer add` shows up without a restart.
+ * The one peer lookup (deliveries to `<peer>/<profile>`, room sources, member turns, `hermes peer`):
+ * `bot_peers.<name>.url` from HERMES_HOME/config.yaml, the key `HERMES_PEER_<NAME>_KEY` from
+ * HERMES_HOME/.env, then the process environment. Both files are re-read when they change, so a
+ * `hermes peer add` shows up without a restart.
  */
 export function peerDirectory(config: ModelConfigSource): PeerDirectory {
   return {

@@ -3,8 +3,9 @@ import type { RelayLink as GatewayRelayLink } from "@hermes/proto/hermes/v1/gate
 import type { RosterBot } from "@hermes/proto/hermes/v1/relay";
 import type { ChatService } from "../chat.js";
 import type { DeliveryService } from "../delivery/delivery-service.js";
+import { peerDirectory } from "../peers/peer-directory.js";
 import type { ProfileService } from "../profiles.js";
-import { GrpcRoomSourceFactory, peerKeyVariable, type RoomSourceFactory } from "../rooms/room-source.js";
+import { GrpcRoomSourceFactory, type RoomSourceFactory } from "../rooms/room-source.js";
 import type { RoomsService } from "../rooms/rooms-service.js";
 import { RelayClient } from "./relay-client.js";
 import { RelayAwareRoomSourceFactory, registerRoomTunnel } from "./relay-room-source.js";
@@ -111,11 +112,7 @@ export class RelayLink {
    * directly (a URL, or a registered peer).
    */
   roomSources(): RoomSourceFactory {
-    const config = this.deps.chat.modelConfig;
-    const direct = new GrpcRoomSourceFactory({
-      url: (peer) => config.gatewayConfig().bot_peers?.[peer]?.url,
-      key: (peer) => config.forProfile("default").secret(peerKeyVariable(peer)),
-    });
+    const direct = new GrpcRoomSourceFactory(peerDirectory(this.deps.chat.modelConfig));
     return new RelayAwareRoomSourceFactory(() => this.tunnel, direct);
   }
 

@@ -3,10 +3,10 @@ import { RoomMemberServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import { z } from "zod";
 import type { Member } from "../../core/rooms/index.js";
 import type { MemberTurnRequest, MemberTurnResult } from "../../core/rooms/member-turn.js";
+import { type PeerDirectory, peerKeyName } from "../peers/peer-directory.js";
 import type { TunnelClient } from "../relay/tunnel-client.js";
 import type { TunnelHandlers } from "../relay/tunnel-handlers.js";
 import type { LocalMemberTurns, MemberTurnServer } from "./member-turns.js";
-import { type PeerLookup, peerKeyVariable } from "./room-source.js";
 
 /** The relay tunnel method a member turn travels as (JSON params = MemberTurnRequest). */
 export const MEMBER_TURN_TUNNEL_METHOD = "groups.member_turn";
@@ -22,7 +22,7 @@ export interface MemberTurnRouterDeps {
   gatewayId: string;
   local: LocalMemberTurns;
   /** Registered peers (config.yaml bot_peers): a member's gateway is reached directly when a peer carries its id as name. */
-  peers: PeerLookup;
+  peers: PeerDirectory;
   /** The relay tunnel, when this gateway has a relay. */
   tunnel: () => TunnelClient | undefined;
 }
@@ -74,8 +74,7 @@ export class MemberTurnRouter {
       }
       if (!url) continue;
       const key = this.deps.peers.key(peer);
-      if (!key)
-        return { kind: "none", why: `peer ${peer} (gateway ${gateway}) has no key: set ${peerKeyVariable(peer)} in HERMES_HOME/.env` };
+      if (!key) return { kind: "none", why: `peer ${peer} (gateway ${gateway}) has no key: set ${peerKeyName(peer)} in HERMES_HOME/.env` };
       return { kind: "peer", peer, url, key };
     }
     if (this.deps.tunnel()) return { kind: "relay", connection: gateway };

@@ -2,6 +2,7 @@ import type { ClientReadableStream } from "@grpc/grpc-js";
 import { authMetadata, clientCredentials, fromServiceError, HermesError, parseGrpcUrl, toHermesError } from "@hermes/common";
 import { RoomServiceClient, type LogPage as WireLogPage } from "@hermes/proto/hermes/v1/rooms";
 import type { Authority, LogPage, RoomEvent } from "../../core/rooms/index.js";
+import { type PeerDirectory, peerKeyName } from "../peers/peer-directory.js";
 import { fromWireEvent, fromWirePage } from "./wire.js";
 
 /**
@@ -52,19 +53,9 @@ export interface RoomSourceFactory {
   open(spec: SourceSpec): RoomSource;
 }
 
-/** Registered peers: `bot_peers.<name>.url` in config.yaml, key `HERMES_PEER_<NAME>_KEY` in HERMES_HOME/.env. */
-export interface PeerLookup {
-  url(peer: string): string | undefined;
-  key(peer: string): string | undefined;
-}
-
-export function peerKeyVariable(peer: string): string {
-  return `HERMES_PEER_${peer.toUpperCase().replace(/-/g, "_")}_KEY`;
-}
-
 /** Opens direct gRPC sources, resolving peer names through the registered peers. */
 export class GrpcRoomSourceFactory implements RoomSourceFactory {
-  constructor(private readonly peers: PeerLookup) {}
+  constructor(private readonly peers: PeerDirectory) {}
 
   open(spec: SourceSpec): RoomSource {
     if ("peer" in spec) {
@@ -77,7 +68,7 @@ export class GrpcRoomSourceFactory implements RoomSourceFactory {
       }
       const key = this.peers.key(spec.peer);
       if (!key) {
-        throw new HermesError("missing_config", `no key for peer ${spec.peer}: set ${peerKeyVariable(spec.peer)} in HERMES_HOME/.env`);
+        throw new HermesError("missing_config", `no key for peer ${spec.peer}: set ${peerKeyName(spec.peer)} in HERMES_HOME/.env`);
       }
       return new GrpcRoomSource(url, key, `peer ${spec.peer} (${url})`);
     }

@@ -37,10 +37,11 @@ import {
   sendResult,
 } from "../../core/rooms/index.js";
 import { type FollowSourceRef, type PreservedBranch, RoomsStore, type StoredRoom } from "../../store/rooms-store.js";
+import type { PeerDirectory } from "../peers/peer-directory.js";
 import { GroupCommit } from "./group-commit.js";
 import { type AnyPage, type PageSink, RoomChanges, TailSubscription } from "./live-tail.js";
 import { type FollowStatus, type ReplicateProgress, type ReplicateResult, Replicator } from "./replicator.js";
-import { GrpcRoomSourceFactory, type PeerLookup, type RepostMessage, type RoomSourceFactory, type SourceSpec } from "./room-source.js";
+import { GrpcRoomSourceFactory, type RepostMessage, type RoomSourceFactory, type SourceSpec } from "./room-source.js";
 import { RoomsMetrics } from "./rooms-metrics.js";
 
 /** The actor of client sends: the key holder (authentication says no more than that). */
@@ -105,7 +106,7 @@ export interface RoomsServiceDeps {
   clock: Clock;
   logger: Logger;
   registry: Registry;
-  peers: PeerLookup;
+  peers: PeerDirectory;
   settings?: Partial<RoomsSettings>;
   /** Replaces the direct gRPC transport to authorities (tests, later the relay tunnel). */
   sources?: RoomSourceFactory;
