@@ -7,7 +7,9 @@ const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 const alias = [
   { find: /^@hermes\/proto\/(.*)$/, replacement: here("./proto/src/gen/$1.ts") },
   { find: /^@hermes\/proto$/, replacement: here("./proto/src/index.ts") },
+  { find: /^@hermes\/common\/client$/, replacement: here("./services/common/src/client.ts") },
   { find: /^@hermes\/common$/, replacement: here("./services/common/src/index.ts") },
+  { find: /^@hermes\/gateway\/home$/, replacement: here("./services/gateway/src/app/home.ts") },
   { find: /^@hermes\/gateway$/, replacement: here("./services/gateway/src/index.ts") },
   { find: /^@hermes\/relay$/, replacement: here("./services/relay/src/index.ts") },
 ];

@@ -2,8 +2,8 @@ import { existsSync } from "node:fs";
 import { connect } from "node:net";
 import type { CallOptions, ChannelCredentials, Client, ClientOptions, Metadata, ServiceError } from "@grpc/grpc-js";
 import { credentials } from "@grpc/grpc-js";
-import { authMetadata, HermesError, parseGrpcUrl, unaryCall } from "@hermes/common";
-import { defaultHomePath, HermesHome } from "@hermes/gateway";
+import { authMetadata, HermesError, parseGrpcUrl, unaryCall } from "@hermes/common/client";
+import { defaultHomePath, HermesHome } from "@hermes/gateway/home";
 
 /** The options every command takes (§9). */
 export interface GlobalOptions {

@@ -1,4 +1,4 @@
-import { HermesError, toHermesError } from "@hermes/common";
+import { HermesError, toHermesError } from "@hermes/common/client";
 
 /** Prints data: JSON with --json, else the human rendering. */
 export function emit(json: boolean, data: unknown, human: () => string): void {

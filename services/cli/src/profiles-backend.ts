@@ -1,5 +1,4 @@
-import { HermesError, systemClock } from "@hermes/common";
-import { directRouting, openGatewayDb, ProfileDatabases, ProfileService, SessionService } from "@hermes/gateway";
+import { HermesError, systemClock } from "@hermes/common/client";
 import {
   ControlServiceClient,
   GatewayServiceClient,
@@ -64,7 +63,9 @@ function remoteBackend(ctx: CliContext): ProfilesBackend {
   };
 }
 
-function directBackend(ctx: CliContext): ProfilesBackend {
+/** Loaded only when no gateway holds the store: the gateway package is most of the CLI's start-up cost. */
+async function directBackend(ctx: CliContext): Promise<ProfilesBackend> {
+  const { directRouting, openGatewayDb, ProfileDatabases, ProfileService, SessionService } = await import("@hermes/gateway");
   ctx.home.ensureRoot();
   const db = openGatewayDb(ctx.home, Number(process.env.HERMES_DB_BUSY_TIMEOUT_MS ?? 5000));
   const profileDbs = new ProfileDatabases(ctx.home, db);

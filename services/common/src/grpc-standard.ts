@@ -1,6 +1,4 @@
 import { status as GrpcStatus, type Server, type ServerWritableStream } from "@grpc/grpc-js";
-import { loadSync } from "@grpc/proto-loader";
-import { ReflectionService } from "@grpc/reflection";
 import { PROTO_DIR, protoFiles } from "@hermes/proto";
 import {
   type HealthCheckRequest,
@@ -56,12 +54,18 @@ export class HealthRegistry {
   }
 }
 
-let reflectionPackage: ReturnType<typeof loadSync> | undefined;
-
-/** Server reflection (v1 and v1alpha) over every .proto of the hermes.v1 protocol, so grpcurl can explore it. */
-export function addReflection(server: Server): void {
-  reflectionPackage ??= loadSync(protoFiles(), { includeDirs: [PROTO_DIR], keepCase: true, longs: Number, defaults: false });
-  new ReflectionService(reflectionPackage).addToServer(server);
+/**
+ * Server reflection (v1 and v1alpha) over every .proto of the hermes.v1 protocol, so grpcurl can
+ * explore it. Loaded on demand: parsing the .proto files is daemon start-up work the CLI never needs.
+ */
+export async function addReflection(server: Server): Promise<void> {
+  reflection ??= (async () => {
+    const [{ loadSync }, { ReflectionService }] = await Promise.all([import("@grpc/proto-loader"), import("@grpc/reflection")]);
+    return new ReflectionService(loadSync(protoFiles(), { includeDirs: [PROTO_DIR], keepCase: true, longs: Number, defaults: false }));
+  })();
+  (await reflection).addToServer(server);
 }
+
+let reflection: Promise<{ addToServer(server: Server): void }> | undefined;
 
 export { GrpcStatus };

@@ -72,9 +72,9 @@ describe("peer transport", () => {
     expect(receipt).toMatchObject({ state: "settled", target: "b/default" });
   });
 
-  it("an unknown profile on the peer fails (unknown) naming the peer's bots, without retrying", async () => {
+  it("an unknown profile on the peer fails unknown_target naming the peer's bots, without retrying", async () => {
     const receipt = await sendAndWait(a, "alice", "b/zed", "anyone?");
-    expect(receipt).toMatchObject({ state: "failed", reason: "unknown", attempts: 1 });
+    expect(receipt).toMatchObject({ state: "failed", reason: "unknown_target", attempts: 1 });
     expect(receipt.error).toContain('no bot called "zed" here; this gateway has: default, bob');
   });
 

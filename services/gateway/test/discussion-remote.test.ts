@@ -7,7 +7,7 @@ import { type MemberTurnReply, type MemberTurnRequest, RoomMemberServiceClient }
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestRelay, type TestRelay } from "../../relay/test/support/relay-harness.js";
 import type { Member, RoomEvent } from "../src/core/rooms/index.js";
-import { createBot, eventually, transcript, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
+import { createBot, eventually, sendAndWait, transcript, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
 import {
   type ScriptedProvider,
   scriptedBot,
@@ -21,8 +21,9 @@ import { startTestGateway, type TestGateway } from "./support/gateway-harness.js
 /**
  * §3.6 members on another gateway run their turns there: the authority sends the turn (directly
  * over gRPC RoomMemberService to a peer named after the member's gateway, or through the relay
- * tunnel), the member's gateway runs it in the member's own room session, and the authority
- * appends the reply. Four real gateways, a real relay, one scripted provider endpoint.
+ * tunnel to the connection the relay roster lists for the member's gateway id), the member's
+ * gateway runs it in the member's own room session, and the authority appends the reply. Five real
+ * gateways, a real relay, one scripted provider endpoint.
  */
 
 const KEY_A = "key-a-0123456789abcdef";
@@ -33,6 +34,9 @@ let a: TestGateway; // authority, dials gw-b directly
 let b: TestGateway; // hosts bob, reachable directly
 let hub: TestGateway; // authority reached through the relay only
 let nat: TestGateway; // hosts nora, behind "NAT": only on the relay
+let vps: TestGateway; // hosts vera: gateway gw-469bc200, relay connection "vps" (name ≠ gateway id)
+const VPS_ID = "gw-469bc200";
+const VERA_DESCRIPTION = "watches the servers at night";
 
 function home(prefix: string): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
@@ -57,14 +61,20 @@ beforeAll(async () => {
   createBot(a, "alice", scriptedBot());
 
   relay = await startTestRelay();
-  const keys = { hub: relay.relay.keys.add("hub").key, nat: relay.relay.keys.add("nat-b").key };
+  const keys = { hub: relay.relay.keys.add("hub").key, nat: relay.relay.keys.add("nat-b").key, vps: relay.relay.keys.add("vps").key };
   hub = await startTestGateway({ home: home("hdr-hub-"), overrides: { id: "hub", relayUrl: relay.url, relayKey: keys.hub } });
   nat = await startTestGateway({ home: home("hdr-nat-"), overrides: { id: "nat-b", relayUrl: relay.url, relayKey: keys.nat } });
+  vps = await startTestGateway({
+    home: home("hdr-vps-"),
+    overrides: { id: VPS_ID, relayUrl: relay.url, relayKey: keys.vps, relayConnection: "vps" },
+  });
   createBot(hub, "hal", scriptedBot());
   createBot(nat, "nora", scriptedBot());
+  createBot(vps, "vera", { ...scriptedBot("Night shift"), description: VERA_DESCRIPTION });
   await eventually(() => {
     expect(hub.gateway.relay!.status().state).toBe("connected");
     expect(nat.gateway.relay!.status().state).toBe("connected");
+    expect(vps.gateway.relay!.status()).toMatchObject({ state: "connected", connection: "vps" });
   });
 }, 90_000);
 
@@ -73,6 +83,7 @@ afterAll(async () => {
   await b?.destroy();
   await hub?.destroy();
   await nat?.destroy();
+  await vps?.destroy();
   await relay?.destroy();
   await provider?.close();
 });
@@ -132,6 +143,31 @@ describe("members on another gateway", () => {
     ]);
     const session = nat.gateway.sessions.store.byKey("agent:nora:room:group:via-relay")!;
     expect(transcript(nat, "nora", session.session_id).at(-1)).toMatchObject({ role: "assistant", content: "nora here" });
+  });
+
+  it("run their turn through the relay when the member's gateway connects under another name (vps ≠ gw-469bc200)", async () => {
+    // The relay roster tells hub which connection gateway gw-469bc200 is on.
+    await eventually(() =>
+      expect(hub.gateway.relay!.remoteRoster().find((b) => b.handle === "vera")).toMatchObject({ connection: "vps", gateway_id: VPS_ID }),
+    );
+    expect(hub.gateway.relay!.tunnel.connectionFor(VPS_ID)).toEqual({ connection: "vps", from: "roster" });
+    provider.script((handle, _n, call) =>
+      call.messages.some((m) => m.content === "ping the vps") && !call.messages.some((m) => m.role === "assistant")
+        ? `${handle} here`
+        : "(pass)",
+    );
+    const vera: Member = { member_id: "vera", profile: "vera", gateway_id: VPS_ID };
+    const { state, events } = await discuss(hub, "via-vps", [{ member_id: "hal", profile: "hal" }, vera], "ping the vps");
+    expect(state.discussion).toMatchObject({ unavailable: [] });
+    const lines = turnLines(events);
+    expect(lines.filter((l) => l.kind === "turn.failed")).toEqual([]);
+    expect(lines.filter((l) => l.kind === "message.member").map((l) => [l.member, l.text])).toEqual([
+      ["hal", "hal here"],
+      ["vera", "vera here"],
+    ]);
+    // It ran on the vps gateway, in vera's room session there.
+    const session = vps.gateway.sessions.store.byKey("agent:vera:room:group:via-vps")!;
+    expect(transcript(vps, "vera", session.session_id).at(-1)).toMatchObject({ role: "assistant", content: "vera here" });
   });
 
   it("a member whose gateway is registered but down fails its turn runtime_offline; the discussion goes on", async () => {
@@ -236,5 +272,35 @@ describe("RunMemberTurn at the edge", () => {
     const unknown = await refusal(run(nobody, KEY_B));
     expect(unknown.reason).toBe("unknown_target");
     expect(unknown.message).toContain("bob");
+  });
+});
+
+describe("the relay roster in Bot Chat prompts", () => {
+  /** The system prompt of the last Bot Chat turn of `handle` (Bot Chat prompts start "You are <name> (@<handle>)"). */
+  const lastBotChatPrompt = (handle: string) => provider.calls.filter((c) => c.system.includes(`(@${handle})`)).at(-1)?.system ?? "";
+
+  it("lists a relay teammate with its title and description, and marks it offline while its gateway is away", async () => {
+    provider.script(() => "noted");
+    await eventually(() =>
+      expect(hub.gateway.deliveries.roster("hal")).toContainEqual({
+        target: "vera@vps",
+        title: "Night shift",
+        description: VERA_DESCRIPTION,
+        where: "via the relay",
+      }),
+    );
+    // vera@vps writes to hal@hub: hal's Bot Chat turn on hub shows vera with her description.
+    expect(await sendAndWait(vps, "vera", "hal@hub", "evening, hal")).toMatchObject({ state: "settled", target: "hal@hub" });
+    expect(lastBotChatPrompt("hal")).toContain(`- vera@vps (via the relay): Night shift — ${VERA_DESCRIPTION}`);
+
+    await vps.stop();
+    await eventually(() =>
+      expect(hub.gateway.deliveries.roster("hal")).toContainEqual(expect.objectContaining({ target: "vera@vps", offline: true })),
+    );
+    // The next Bot Chat turn of hal says vera is offline (mail to her would wait).
+    expect(await sendAndWait(nat, "nora", "hal@hub", "is vera around?")).toMatchObject({ state: "settled" });
+    expect(lastBotChatPrompt("hal")).toContain(
+      `- vera@vps (via the relay; offline now: mail waits until its gateway is back, up to the delivery's TTL): Night shift — ${VERA_DESCRIPTION}`,
+    );
   });
 });

@@ -188,6 +188,10 @@ describe("target gateway down", () => {
           .find((x) => x.handle === "bob")?.online,
       ).toBe(false),
     );
+    // alice's Bot Chat roster marks bob as offline (mail to him waits at the relay).
+    expect(a.gateway.deliveries.roster("alice")).toContainEqual(
+      expect.objectContaining({ target: "bob@b", title: "Reviewer", where: "via the relay", offline: true }),
+    );
     const ack = a.gateway.deliveries.send("alice", "bob@b", "while you were down");
     await new Promise((r) => setTimeout(r, 300));
     expect(a.gateway.deliveries.get(ack.delivery_id).state).not.toBe("settled");
@@ -249,6 +253,49 @@ describe("tunnel", () => {
       .tunnel.call("b", "groups.nothing", {})
       .catch((e: HermesError) => e);
     expect((missing as HermesError).reason).toBe("method_not_found");
+  });
+});
+
+describe("typed refusals from the relay reach the sender's receipt and Bot Chat", () => {
+  const lastNotification = (t: TestGateway, profile: string) =>
+    botChat(t, profile)
+      .filter((m) => m.role === "notification")
+      .at(-1)?.content;
+
+  it("a delivery id another gateway already used is idempotency_conflict, not unknown; nothing runs", async () => {
+    const a = gateways["a"]!;
+    const b = gateways["b"]!;
+    const c = gateways["c"]!;
+    const id = `dlv_taken_${Date.now()}`;
+    a.gateway.deliveries.send("alice", "bob@b", "first use of this id", { delivery_id: id });
+    expect(await a.gateway.deliveries.wait(id)).toMatchObject({ state: "settled" });
+    // c has never seen the id, so its own outbox takes it; the relay holds it for a's mail and refuses.
+    c.gateway.deliveries.send("carol", "bob@b", "same id, other mail", { delivery_id: id });
+    const receipt = await c.gateway.deliveries.wait(id);
+    expect(receipt).toMatchObject({ state: "failed", reason: "idempotency_conflict", attempts: 1 });
+    expect(receipt.error).toContain("already exists at the relay");
+    await eventually(() => expect(lastNotification(c, "carol")).toMatch(/^Delivery to bob@b failed \[reason: idempotency_conflict\]: /));
+    expect(botChat(b, "bob").some((m) => m.content.endsWith("same id, other mail"))).toBe(false);
+  });
+
+  it("a target whose connection the relay no longer knows is unknown_target, not unknown, and is not retried", async () => {
+    const a = gateways["a"]!;
+    keys["gone"] = relay.relay.keys.add("gone").key;
+    const gone = await startGateway("gone");
+    createBot(gone, "ghost", { title: "Soon gone" });
+    await connected(gone);
+    await eventually(() => expect(remoteTargets(a)).toContain("ghost@gone"));
+    // The key is revoked and, in the same tick, alice writes to ghost@gone: her gateway's roster
+    // still lists it (the relay's roster update has not arrived), so the send is only refused at the relay.
+    relay.relay.revokeKey("gone");
+    const ack = a.gateway.deliveries.send("alice", "ghost@gone", "are you still there?");
+    const receipt = await a.gateway.deliveries.wait(ack.delivery_id);
+    expect(receipt).toMatchObject({ state: "failed", reason: "unknown_target", attempts: 1 });
+    expect(receipt.error).toContain('no connection called "gone" is known to the relay');
+    await eventually(() => expect(lastNotification(a, "alice")).toMatch(/^Delivery to ghost@gone failed \[reason: unknown_target\]: /));
+    await eventually(() => expect(remoteTargets(a)).not.toContain("ghost@gone"));
+    await gone.destroy();
+    delete gateways["gone"];
   });
 });
 

@@ -15,8 +15,8 @@ let t: TestRelay;
 const keys: Record<string, string> = {};
 const open: FakeGateway[] = [];
 
-async function gw(connection: string, key = keys[connection]!): Promise<FakeGateway> {
-  const g = await FakeGateway.connect(t.relay.grpcAddress, key, connection);
+async function gw(connection: string, key = keys[connection]!, gatewayId?: string): Promise<FakeGateway> {
+  const g = await FakeGateway.connect(t.relay.grpcAddress, key, connection, gatewayId);
   open.push(g);
   return g;
 }
@@ -81,6 +81,20 @@ describe("authentication", () => {
     await a.next("roster", (r) => r.epoch > epoch);
   });
 
+  it("a hello without a valid gateway id is refused (invalid_params) and nothing changes", async () => {
+    const epoch = t.relay.roster.epoch;
+    for (const gatewayId of ["", "has space", "x".repeat(65), "-leading-dash"]) {
+      const g = new FakeGateway(t.relay.grpcAddress, keys["e"]);
+      g.write({ frame: { $case: "hello", value: { connection: "e", gateway_id: gatewayId, version: "t" } } });
+      const end = await g.ended;
+      expect(end.error).toMatchObject({ reason: "invalid_params", data: { field: "gateway_id" } });
+      expect(end.error?.message).toContain("gateway's id");
+      await g.close();
+    }
+    expect(t.relay.roster.epoch).toBe(epoch);
+    expect(t.relay.sessions.get("e")).toBeUndefined();
+  });
+
   it("the first frame must be hello", async () => {
     const g = new FakeGateway(t.relay.grpcAddress, keys["a"]);
     g.announce([{ handle: "alice" }]);
@@ -101,6 +115,7 @@ describe("roster propagation", () => {
       connection: "a",
       bot: { handle: "alice", display_name: "alice", title: "Researcher", description: "" },
       online: true,
+      gateway_id: "gw-a",
     });
     expect(first.bots.some((x) => x.connection === "b")).toBe(false);
 
@@ -126,6 +141,23 @@ describe("roster propagation", () => {
     expect(offline.epoch).toBeGreaterThan(gone.epoch);
   });
 
+  it("carries each connection's gateway id, also when the connection is named otherwise, while it is offline too", async () => {
+    const vps = await gw("d", keys["d"], "gw-469bc200");
+    vps.announce([{ handle: "nora" }]);
+    const b = await gw("b");
+    const view = await b.next("roster", (r) => r.bots.some((x) => x.bot?.handle === "nora"));
+    expect(view.bots.find((x) => x.bot?.handle === "nora")).toMatchObject({ connection: "d", gateway_id: "gw-469bc200", online: true });
+    await vps.close();
+    const offline = await b.next("roster", (r) => r.bots.some((x) => x.bot?.handle === "nora" && !x.online));
+    expect(offline.bots.find((x) => x.bot?.handle === "nora")).toMatchObject({ connection: "d", gateway_id: "gw-469bc200" });
+    // The key now serves another gateway: that is a roster change, and the new id is what others see.
+    const moved = await gw("d", keys["d"], "gw-moved");
+    const after = await b.next("roster", (r) => r.epoch > offline.epoch && r.bots.some((x) => x.bot?.handle === "nora" && x.online));
+    expect(after.bots.find((x) => x.bot?.handle === "nora")).toMatchObject({ gateway_id: "gw-moved" });
+    moved.announce([]);
+    await b.next("roster", (r) => !r.bots.some((x) => x.connection === "d"));
+  });
+
   it("keeps the roster and a never-falling epoch across a restart", async () => {
     const a = await gw("a");
     a.announce([{ handle: "alice" }]);
@@ -139,7 +171,7 @@ describe("roster propagation", () => {
     const view = await b.next("roster");
     expect(view.epoch).toBeGreaterThanOrEqual(before);
     expect(view.bots).toContainEqual(
-      expect.objectContaining({ connection: "a", online: false, bot: expect.objectContaining({ handle: "alice" }) }),
+      expect.objectContaining({ connection: "a", online: false, gateway_id: "gw-a", bot: expect.objectContaining({ handle: "alice" }) }),
     );
   });
 });

@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/client";
 import { GatewayServiceClient } from "@hermes/proto/hermes/v1/gateway";
 import type { Command } from "commander";
 import type { CommandRunner } from "../main.js";

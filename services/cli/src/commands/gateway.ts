@@ -1,4 +1,3 @@
-import { Gateway } from "@hermes/gateway";
 import { GatewayServiceClient } from "@hermes/proto/hermes/v1/gateway";
 import type { Command } from "commander";
 import type { CommandRunner } from "../main.js";
@@ -18,6 +17,7 @@ export function registerGatewayCommands(program: Command, run: CommandRunner): v
     .option("--relay-connection <name>", "this gateway's connection name at the relay (default: the gateway id)")
     .action(
       run(async (ctx, o: { id?: string; grpc?: string; http?: string; relay?: string; relayKey?: string; relayConnection?: string }) => {
+        const { Gateway } = await import("@hermes/gateway");
         const gw = await Gateway.start({
           home: ctx.home.root,
           overrides: {

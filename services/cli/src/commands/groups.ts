@@ -1,7 +1,7 @@
 import { writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { ServiceError } from "@grpc/grpc-js";
-import { fromServiceError, HermesError } from "@hermes/common";
+import { fromServiceError, HermesError } from "@hermes/common/client";
 import {
   type DiscussionStatus,
   type DivergenceRecord,
@@ -12,7 +12,6 @@ import {
   type RoomEvent,
   RoomServiceClient,
 } from "@hermes/proto/hermes/v1/rooms";
-import { SingleBar } from "cli-progress";
 import type { Command } from "commander";
 import type { CliContext } from "../context.js";
 import type { CommandRunner } from "../main.js";
@@ -366,7 +365,11 @@ export function registerGroupsCommands(program: Command, run: CommandRunner): vo
         );
         const showBar = !ctx.json && process.stderr.isTTY === true;
         const bar = showBar
-          ? new SingleBar({ format: "replicating {bar} {value}/{total} events", stream: process.stderr, hideCursor: true })
+          ? new (await import("cli-progress")).SingleBar({
+              format: "replicating {bar} {value}/{total} events",
+              stream: process.stderr,
+              hideCursor: true,
+            })
           : undefined;
         let started = false;
         let last: ReplicateProgress | undefined;

@@ -1,4 +1,4 @@
-import { HermesError, isErrorReason } from "@hermes/common";
+import { HermesError, isErrorReason } from "@hermes/common/client";
 import { DeliveryServiceClient, type Receipt } from "@hermes/proto/hermes/v1/delivery";
 import type { Command } from "commander";
 import type { CommandRunner } from "../main.js";

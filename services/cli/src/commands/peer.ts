@@ -1,18 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { hostname } from "node:os";
-import { DEFAULT_PROFILE, HermesError, isErrorReason } from "@hermes/common";
-import {
-  addPeer,
-  assertPeerName,
-  type HermesHome,
-  listPeers,
-  ModelConfigSource,
-  PeerClient,
-  type PeerSender,
-  parsePeerTarget,
-  peerDirectory,
-  removePeer,
-} from "@hermes/gateway";
+import { DEFAULT_PROFILE, HermesError, isErrorReason } from "@hermes/common/client";
+import type { HermesHome, ModelConfigSource, PeerClient, PeerSender } from "@hermes/gateway";
 import type { Run } from "@hermes/proto/hermes/v1/peers";
 import type { Command } from "commander";
 import type { CliContext } from "../context.js";
@@ -153,14 +142,18 @@ function positiveSeconds(value: string | undefined, what: string, fallback: numb
   return n;
 }
 
-function openPeer(ctx: CliContext, name: string): { client: PeerClient; config: ModelConfigSource } {
+/** The gateway package, loaded only when a peer command runs (it is most of the CLI's start-up cost). */
+const gatewayPackage = () => import("@hermes/gateway");
+
+async function openPeer(ctx: CliContext, name: string): Promise<{ client: PeerClient; config: ModelConfigSource }> {
+  const { ModelConfigSource, PeerClient, peerDirectory, assertPeerName } = await gatewayPackage();
   const config = new ModelConfigSource(ctx.home);
   const client = PeerClient.open(peerDirectory(config), assertPeerName(name));
   return { client, config };
 }
 
 async function withPeer<T>(ctx: CliContext, name: string, fn: (client: PeerClient, config: ModelConfigSource) => Promise<T>): Promise<T> {
-  const { client, config } = openPeer(ctx, name);
+  const { client, config } = await openPeer(ctx, name);
   try {
     return await fn(client, config);
   } finally {
@@ -186,6 +179,7 @@ export function registerPeerCommands(program: Command, run: CommandRunner): void
         const key = program.getOptionValueSource("key") === "cli" ? (program.opts() as { key?: string }).key : undefined;
         if (key === undefined)
           throw new HermesError("invalid_params", `a key is required: hermes peer add ${name} --url ${o.url} --key KEY`);
+        const { addPeer } = await gatewayPackage();
         const r = addPeer(ctx.home, { name, url: o.url, key, note: o.note });
         emit(
           ctx.json,
@@ -200,6 +194,7 @@ export function registerPeerCommands(program: Command, run: CommandRunner): void
     .description("registered peers (names, URLs, notes, whether a key is set; never the keys)")
     .action(
       run(async (ctx) => {
+        const { listPeers, ModelConfigSource } = await gatewayPackage();
         const peers = listPeers(new ModelConfigSource(ctx.home));
         emit(ctx.json, { peers }, () =>
           peers.length === 0
@@ -217,6 +212,7 @@ export function registerPeerCommands(program: Command, run: CommandRunner): void
     .description("remove a peer: its config.yaml entry and its key in HERMES_HOME/.env")
     .action(
       run(async (ctx, name: string) => {
+        const { removePeer } = await gatewayPackage();
         const r = removePeer(ctx.home, name);
         emit(
           ctx.json,
@@ -233,7 +229,7 @@ export function registerPeerCommands(program: Command, run: CommandRunner): void
     .option("--idempotency-key <key>", "retrying with the same key and message returns the original reply instead of running again")
     .action(
       run(async (ctx, target: string, o: { wait?: string; idempotencyKey?: string }) => {
-        const { peer: name, profile } = parsePeerTarget(target);
+        const { peer: name, profile } = (await gatewayPackage()).parsePeerTarget(target);
         const wait = positiveSeconds(o.wait, "--wait", DEFAULT_DM_WAIT_SECONDS);
         const input = await readMessage("dm");
         await withPeer(ctx, name, async (client, config) => {
@@ -253,7 +249,7 @@ export function registerPeerCommands(program: Command, run: CommandRunner): void
     .option("--idempotency-key <key>", "a stable key (1-255 characters): a retry with the same message returns the original run")
     .action(
       run(async (ctx, target: string, o: { idempotencyKey?: string }) => {
-        const { peer: name, profile } = parsePeerTarget(target);
+        const { peer: name, profile } = (await gatewayPackage()).parsePeerTarget(target);
         const input = await readMessage("run");
         await withPeer(ctx, name, async (client, config) => {
           const reply = await client.startRun({ profile, input, sender: sender(ctx, config), idempotency_key: o.idempotencyKey });

@@ -1,5 +1,5 @@
 import { createInterface } from "node:readline/promises";
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/client";
 import type { Profile } from "@hermes/proto/hermes/v1/gateway";
 import type { Command } from "commander";
 import type { CommandRunner } from "../main.js";

@@ -2,9 +2,9 @@ import { existsSync, mkdirSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
 import { credentials, Metadata } from "@grpc/grpc-js";
-import { HermesError, systemClock, unaryCall } from "@hermes/common";
+import { HermesError, systemClock, unaryCall } from "@hermes/common/client";
 import { type ConnectionInfo, RelayAdminServiceClient, type RelayStatus } from "@hermes/proto/hermes/v1/relay";
-import { KeyAdmin, Relay, RelayStore, relayControlSocket, relayDbPath } from "@hermes/relay";
+import type { KeyAdmin, RelayStore } from "@hermes/relay";
 import type { Command } from "commander";
 import type { CliContext } from "../context.js";
 import type { CommandRunner } from "../main.js";
@@ -43,6 +43,7 @@ async function withKeys<T>(
   live: (client: RelayAdminServiceClient) => Promise<T>,
   offline: (admin: KeyAdmin, store: RelayStore) => T,
 ): Promise<T> {
+  const { KeyAdmin, RelayStore, relayControlSocket, relayDbPath } = await import("@hermes/relay");
   const socket = relayControlSocket(dir);
   if (await socketAnswers(socket)) {
     const client = new RelayAdminServiceClient(`unix:${socket}`, credentials.createInsecure());
@@ -83,6 +84,7 @@ export function registerRelayCommands(program: Command, run: CommandRunner): voi
     .action(
       run(async (ctx, o: { grpc?: string; http?: string } & RelayOptions) => {
         const dir = dataDir(ctx, o);
+        const { Relay } = await import("@hermes/relay");
         const r = await Relay.start({ dataDir: dir, overrides: { grpc: o.grpc, http: o.http } });
         process.stdout.write(
           `relay ready: id=${r.id} grpc=${r.grpcAddress} http=${r.httpAddress} data=${dir} control=${r.controlSocket}\n`,
@@ -110,6 +112,7 @@ export function registerRelayCommands(program: Command, run: CommandRunner): voi
     .action(
       run(async (ctx, o: RelayOptions) => {
         const dir = dataDir(ctx, o);
+        const { relayControlSocket } = await import("@hermes/relay");
         const socket = relayControlSocket(dir);
         if (!(await socketAnswers(socket))) {
           throw new HermesError("unavailable", `no relay is serving ${dir}; start one with: hermes relay start --data ${dir}`);

@@ -349,7 +349,7 @@ export class Gateway {
           ),
         );
         health.addToServer(server);
-        addReflection(server);
+        await addReflection(server);
       }
       controlServer.addService(
         ControlServiceService,

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, rmSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
-import { DEFAULT_PROFILE, HermesError, isValidProfileName, writeFileAtomic } from "@hermes/common";
+import { DEFAULT_PROFILE, HermesError, isValidProfileName, writeFileAtomic } from "@hermes/common/client";
 import { stringify as toYaml } from "yaml";
 
 /** Files whose presence marks a profile directory as a real profile (not a stray folder). */

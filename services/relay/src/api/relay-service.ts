@@ -21,7 +21,7 @@ import type { Relay } from "../app/relay.js";
 import type { GatewaySession } from "../app/sessions.js";
 import type { Outcome, WireReceipt } from "../core/deliveries.js";
 import { parseSend } from "../core/envelope.js";
-import { NAME_RULE } from "../core/names.js";
+import { GATEWAY_ID_RULE, isValidGatewayId, NAME_RULE } from "../core/names.js";
 import { parseAnnounce } from "../core/roster.js";
 
 /** A frame as the Connect handler receives it: decoded, or the reason it could not be. */
@@ -238,7 +238,19 @@ class ConnectStream implements GatewaySession {
       );
       return;
     }
-    this.gatewayId = gatewayId.slice(0, 128) || "unknown";
+    // The roster routes member turns by this id, so a missing or malformed one is refused, not guessed.
+    if (!isValidGatewayId(gatewayId)) {
+      this.close(
+        new HermesError(
+          "invalid_params",
+          `the hello must name this gateway's id (matching ${GATEWAY_ID_RULE}), got ${JSON.stringify(gatewayId.slice(0, 80))}`,
+          { data: { field: "gateway_id" } },
+        ),
+        "hello",
+      );
+      return;
+    }
+    this.gatewayId = gatewayId;
     try {
       this.attached = true;
       this.relay.attach(this);

@@ -92,14 +92,14 @@ export class KeyAdmin {
   }
 
   list(online: (connection: string) => boolean = () => false): ConnectionInfo[] {
-    const roster = new Map(this.store.loadRoster());
+    const roster = new Map(this.store.loadRoster().map((c) => [c.connection, c.bots.length]));
     return this.store.keys().map((k) => ({
       connection: k.connection,
       created_at: k.created_at,
       online: online(k.connection),
       gateway_id: k.gateway_id ?? "",
       last_seen_at: k.last_seen_at ?? "",
-      bots: roster.get(k.connection)?.length ?? 0,
+      bots: roster.get(k.connection) ?? 0,
     }));
   }
 }
@@ -196,7 +196,7 @@ export class Relay {
         }),
       );
       health.addToServer(grpcServer);
-      addReflection(grpcServer);
+      await addReflection(grpcServer);
       controlServer.addService(
         RelayAdminServiceService,
         adaptService(
@@ -306,7 +306,7 @@ export class Relay {
       previous.close(new HermesError("refused", `a newer stream of connection ${session.connection} replaced this one`));
     }
     this.store.touchConnection(session.connection, session.gatewayId, isoTime(this.clock.now()));
-    const changed = this.roster.setOnline(session.connection, true);
+    const changed = this.roster.connected(session.connection, session.gatewayId);
     if (changed) this.store.saveEpoch(this.roster.epoch);
     session.send({
       frame: {
@@ -337,7 +337,7 @@ export class Relay {
     this.broker.connectionDown(session.connection, session.id, "lost");
     try {
       this.store.touchConnection(session.connection, session.gatewayId, isoTime(this.clock.now()));
-      if (this.roster.setOnline(session.connection, false)) {
+      if (this.roster.disconnected(session.connection)) {
         this.store.saveEpoch(this.roster.epoch);
         this.broadcastRoster();
       }

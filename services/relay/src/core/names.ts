@@ -12,6 +12,18 @@ export function isValidName(name: string): boolean {
   return NAME_RE.test(name);
 }
 
+/**
+ * Gateway ids, as a gateway names itself in its hello (the gateway's own rule: upper case allowed).
+ * Rooms name a member's gateway by this id, and the roster carries it so a room authority can find
+ * the member's connection whatever that connection is called.
+ */
+export const GATEWAY_ID_RULE = "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$";
+const GATEWAY_ID_RE = new RegExp(GATEWAY_ID_RULE);
+
+export function isValidGatewayId(id: string): boolean {
+  return GATEWAY_ID_RE.test(id);
+}
+
 export function assertConnectionName(name: string): string {
   if (!isValidName(name)) {
     throw new HermesError(

@@ -15,6 +15,15 @@ export interface RelayBot {
   connection: string;
   bot: RosterBot;
   online: boolean;
+  /** The gateway id from that connection's last hello ("" if it never connected): rooms name members by it. */
+  gateway_id: string;
+}
+
+/** One connection's roster as stored (its bots and the gateway id of its last hello). */
+export interface StoredConnection {
+  connection: string;
+  gateway_id: string;
+  bots: RosterBot[];
 }
 
 export interface RosterView {
@@ -62,23 +71,25 @@ function sameBots(a: readonly RosterBot[], b: readonly RosterBot[]): boolean {
 interface ConnectionRoster {
   bots: RosterBot[];
   online: boolean;
+  gatewayId: string;
 }
 
 /**
- * The relay's roster: every connection's bots and whether its gateway is connected, with a
- * capability epoch that rises on every change (a bot appears, disappears or is renamed — a rename
- * is one disappearing and one appearing — or a gateway comes or goes). Each gateway is shown the
- * bots of the OTHER connections. Offline connections keep their bots (mail to them is queued until
- * the TTL); a revoked connection's bots are removed.
+ * The relay's roster: every connection's bots, the gateway id behind it and whether that gateway
+ * is connected, with a capability epoch that rises on every change (a bot appears, disappears or is
+ * renamed — a rename is one disappearing and one appearing — a gateway comes or goes, or another
+ * gateway id connects under the name). Each gateway is shown the bots of the OTHER connections.
+ * Offline connections keep their bots and gateway id (mail to them is queued until the TTL); a
+ * revoked connection's bots are removed.
  */
 export class RosterBook {
   private readonly connections = new Map<string, ConnectionRoster>();
 
   constructor(
     private epochValue: number,
-    stored: Iterable<[string, RosterBot[]]> = [],
+    stored: Iterable<StoredConnection> = [],
   ) {
-    for (const [connection, bots] of stored) this.connections.set(connection, { bots, online: false });
+    for (const c of stored) this.connections.set(c.connection, { bots: c.bots, online: false, gatewayId: c.gateway_id });
   }
 
   get epoch(): number {
@@ -94,19 +105,28 @@ export class RosterBook {
   announce(connection: string, bots: RosterBot[]): boolean {
     const current = this.connections.get(connection);
     if (current && sameBots(current.bots, bots)) return false;
-    this.connections.set(connection, { bots, online: current?.online ?? true });
+    this.connections.set(connection, { bots, online: current?.online ?? true, gatewayId: current?.gatewayId ?? "" });
     return this.bump();
   }
 
-  setOnline(connection: string, online: boolean): boolean {
+  /** A gateway's hello was accepted on `connection`; true (and a new epoch) when it was offline or had another id. */
+  connected(connection: string, gatewayId: string): boolean {
     const current = this.connections.get(connection);
     if (!current) {
-      if (!online) return false;
-      this.connections.set(connection, { bots: [], online: true });
+      this.connections.set(connection, { bots: [], online: true, gatewayId });
       return this.bump();
     }
-    if (current.online === online) return false;
-    current.online = online;
+    if (current.online && current.gatewayId === gatewayId) return false;
+    current.online = true;
+    current.gatewayId = gatewayId;
+    return this.bump();
+  }
+
+  /** The connection's gateway went away (its bots and gateway id stay listed, offline). */
+  disconnected(connection: string): boolean {
+    const current = this.connections.get(connection);
+    if (!current?.online) return false;
+    current.online = false;
     return this.bump();
   }
 
@@ -124,13 +144,17 @@ export class RosterBook {
     return this.connections.get(connection)?.online ?? false;
   }
 
+  gatewayId(connection: string): string {
+    return this.connections.get(connection)?.gatewayId ?? "";
+  }
+
   /** What `connection` is told: the bots everywhere else, sorted by connection then handle. */
   viewFor(connection: string): RosterView {
     const bots: RelayBot[] = [];
     const names = [...this.connections.keys()].filter((c) => c !== connection).sort();
     for (const name of names) {
       const entry = this.connections.get(name)!;
-      for (const bot of entry.bots) bots.push({ connection: name, bot, online: entry.online });
+      for (const bot of entry.bots) bots.push({ connection: name, bot, online: entry.online, gateway_id: entry.gatewayId });
     }
     return { epoch: this.epochValue, bots };
   }

@@ -58,7 +58,12 @@ describe("RelayStore", () => {
     const raw = JSON.stringify(store.db.prepare("SELECT * FROM connection_keys").all());
     expect(raw).not.toContain("hrk_secret");
     store.saveRoster("a", [{ handle: "alice", display_name: "Alice", title: "", description: "" }], 3);
-    expect(store.loadRoster()).toEqual([["a", [{ handle: "alice", display_name: "Alice", title: "", description: "" }]]]);
+    expect(store.loadRoster()).toEqual([
+      { connection: "a", gateway_id: "", bots: [{ handle: "alice", display_name: "Alice", title: "", description: "" }] },
+    ]);
+    // The gateway id of the last hello comes back with the roster (a restarted relay still routes by it).
+    store.touchConnection("a", "gw-469bc200", "2030-01-01T00:00:01Z");
+    expect(store.loadRoster()[0]).toMatchObject({ connection: "a", gateway_id: "gw-469bc200" });
     expect(store.rosterEpoch()).toBe(3);
     expect(store.revokeKey("a")).toBe(true);
     expect(store.revokeKey("a")).toBe(false);
@@ -67,7 +72,7 @@ describe("RelayStore", () => {
 
   it("lists connections with a key but no bots as an empty roster", () => {
     store.addKey("quiet", hashKey("k"), "2030-01-01T00:00:00Z");
-    expect(store.loadRoster()).toEqual([["quiet", []]]);
+    expect(store.loadRoster()).toEqual([{ connection: "quiet", gateway_id: "", bots: [] }]);
   });
 
   it("stores deliveries in commit order; open() returns the unended ones; prune forgets old ended ones", () => {

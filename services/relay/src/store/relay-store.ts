@@ -2,7 +2,7 @@ import { type Db, HermesError, openDatabase } from "@hermes/common";
 import type Database from "better-sqlite3";
 import type { NewDelivery, Outcome, RelayDelivery, RelayDeliveryState } from "../core/deliveries.js";
 import type { RelayEnvelope } from "../core/envelope.js";
-import type { RosterBot } from "../core/roster.js";
+import type { RosterBot, StoredConnection } from "../core/roster.js";
 import { RELAY_MIGRATIONS } from "./migrations.js";
 
 interface DeliveryRow {
@@ -141,15 +141,15 @@ export class RelayStore {
   // -------------------------------------------------------------------------------------------
   // roster
 
-  loadRoster(): [string, RosterBot[]][] {
+  /** Every connection with a key, with its last announced bots and the gateway id of its last hello. */
+  loadRoster(): StoredConnection[] {
     const rows = this.stmt(
       "SELECT connection, handle, display_name, title, description FROM roster_bots ORDER BY connection, handle",
     ).all() as (RosterBot & { connection: string })[];
-    const out = new Map<string, RosterBot[]>();
-    for (const { connection, ...bot } of rows) out.set(connection, [...(out.get(connection) ?? []), bot]);
+    const bots = new Map<string, RosterBot[]>();
+    for (const { connection, ...bot } of rows) bots.set(connection, [...(bots.get(connection) ?? []), bot]);
     // Connections with a key but no bots are part of the roster too (an empty list).
-    for (const k of this.keys()) if (!out.has(k.connection)) out.set(k.connection, []);
-    return [...out];
+    return this.keys().map((k) => ({ connection: k.connection, gateway_id: k.gateway_id ?? "", bots: bots.get(k.connection) ?? [] }));
   }
 
   /** Replaces one connection's bots and records the epoch, in one transaction. */

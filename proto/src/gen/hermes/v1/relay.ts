@@ -74,6 +74,10 @@ export interface RelayFrame {
 export interface Hello {
   /** The connection name; must be the one the key was issued for. */
   connection: string;
+  /**
+   * The gateway's id (`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`, required): the roster carries it so that
+   * rooms, which name members by gateway id, can reach them whatever the connection is called.
+   */
   gateway_id: string;
   version: string;
 }
@@ -105,6 +109,11 @@ export interface RelayBot {
     | undefined;
   /** False while its gateway is disconnected (mail to it is queued until the TTL). */
   online: boolean;
+  /**
+   * The gateway id that connection's gateway gave in its last hello (empty if it never connected).
+   * Rooms name members by gateway id, so this is how a room authority finds a member's connection.
+   */
+  gateway_id: string;
 }
 
 export interface RosterUpdate {
@@ -892,7 +901,7 @@ export const RosterAnnounce: MessageFns<RosterAnnounce> = {
 };
 
 function createBaseRelayBot(): RelayBot {
-  return { connection: "", bot: undefined, online: false };
+  return { connection: "", bot: undefined, online: false, gateway_id: "" };
 }
 
 export const RelayBot: MessageFns<RelayBot> = {
@@ -905,6 +914,9 @@ export const RelayBot: MessageFns<RelayBot> = {
     }
     if (message.online !== false) {
       writer.uint32(24).bool(message.online);
+    }
+    if (message.gateway_id !== "") {
+      writer.uint32(34).string(message.gateway_id);
     }
     return writer;
   },
@@ -946,6 +958,14 @@ export const RelayBot: MessageFns<RelayBot> = {
             message.online = reader.bool();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.gateway_id = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -966,6 +986,7 @@ export const RelayBot: MessageFns<RelayBot> = {
     message.connection = object.connection ?? "";
     message.bot = (object.bot !== undefined && object.bot !== null) ? RosterBot.fromPartial(object.bot) : undefined;
     message.online = object.online ?? false;
+    message.gateway_id = object.gateway_id ?? "";
     return message;
   },
 };

@@ -26,7 +26,7 @@ import {
 } from "../../core/delivery/receipt.js";
 import { type RemoteBot, type Roster, resolveTarget } from "../../core/delivery/targets.js";
 import { botChatOrigin, routingKey } from "../../core/identity/routing-key.js";
-import type { RosterEntry } from "../../core/models/system-prompt.js";
+import { type RosterEntry, relayTeammate } from "../../core/models/system-prompt.js";
 import type { DeliveriesStore, ListedDelivery, OutboxRow } from "../../store/deliveries-store.js";
 import type { ProfileDatabases } from "../../store/gateway-store.js";
 import { TranscriptStore } from "../../store/sessions-store.js";
@@ -178,7 +178,7 @@ export class DeliveryService implements MessageAgentHost {
     // is this one without the bot, made on first use).
     const everyone: RosterEntry[] = [
       ...names.map((n) => ({ target: n, title: personas.get(n)!.title, description: personas.get(n)!.description })),
-      ...remote.map((bot) => ({ target: `${bot.handle}@${bot.connection}`, title: bot.title, where: "via the relay" })),
+      ...remote.map(relayTeammate),
       ...peers.map((peer) => ({ target: `${peer}/<profile>`, where: `peer gateway ${peer}; ${peer} alone means its default bot` })),
     ];
     const displayNames = new Map(names.map((n) => [n, personas.get(n)!.display_name]));

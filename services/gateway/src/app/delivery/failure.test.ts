@@ -32,6 +32,11 @@ describe("attemptFailure", () => {
     expect(attemptFailure(new HermesError(from, "x")).reason).toBe(to);
   });
 
+  it.each(["unknown_target", "idempotency_conflict"] as const)("keeps the refusal %s typed, with its text", (reason) => {
+    const e = new HermesError(reason, "the relay said so", { data: { connection: "b" } });
+    expect(attemptFailure(e)).toEqual({ reason, error: "the relay said so", cancelled: false, effects: 0 });
+  });
+
   it("reports cancellation and the side effects a failed turn already had", () => {
     expect(attemptFailure(new ProviderError("unknown", "cancelled", { provider: "p", cancelled: true })).cancelled).toBe(true);
     expect(attemptFailure(new HermesError("provider_server_error", "x", { data: { tool_effects: 2 } })).effects).toBe(2);

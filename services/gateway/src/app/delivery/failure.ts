@@ -14,7 +14,9 @@ export interface AttemptFailure {
 
 /**
  * Platform errors that are not provider failures, mapped onto the §4 reasons a calling bot can
- * branch on. Anything else is `unknown`, with the original text kept.
+ * branch on. Reasons a receipt carries as they are — the §4 twelve, and the refusals
+ * `unknown_target` / `idempotency_conflict` a later hop (relay, peer, target gateway) may end a
+ * delivery with — need no entry. Anything else is `unknown`, with the original text kept.
  */
 const PLATFORM_REASONS: Partial<Record<ErrorReason, DeliveryReason>> = {
   // No warm-agent slot freed up in time: the target is too busy to start the turn (never retried).

@@ -89,7 +89,12 @@ export class RelayLink {
       ...(deps.rosterCheckMs !== undefined ? { rosterCheckMs: deps.rosterCheckMs } : {}),
     });
     this.transport = new RelayTransport(this.client);
-    this.tunnel = new TunnelClient(() => this.client.grpc, deps.settings.key);
+    this.tunnel = new TunnelClient(
+      () => this.client.grpc,
+      deps.settings.key,
+      undefined,
+      (gatewayId) => this.client.remote.connectionOf(gatewayId),
+    );
     deps.deliveries.useRelay(this.transport, this.client.remote);
   }
 

@@ -26,6 +26,9 @@ describe("receipts on the wire", () => {
     const base = { delivery_id: "d1", from: "a", target: "b", attempts: 1, created_at: "x" };
     expect(() => receiptFromWire({ ...base, state: "exploded" })).toThrow(/unknown delivery state/);
     expect(receiptFromWire({ ...base, state: "failed", reason: "cosmic_rays" }).reason).toBe("unknown");
+    // The refusals a hop may end a delivery with stay typed.
+    expect(receiptFromWire({ ...base, state: "failed", reason: "unknown_target" }).reason).toBe("unknown_target");
+    expect(receiptFromWire({ ...base, state: "failed", reason: "idempotency_conflict" }).reason).toBe("idempotency_conflict");
     expect(() => receiptFromWire(undefined)).toThrow(/without a receipt/);
   });
 
@@ -38,25 +41,64 @@ describe("receipts on the wire", () => {
 });
 
 describe("RemoteRoster", () => {
-  const bot = (connection: string, handle: string, online = true) => ({
+  const bot = (connection: string, handle: string, online = true, gateway_id = `gw-${connection}`) => ({
     connection,
-    bot: { handle, display_name: handle, title: `${handle} title`, description: "" },
+    bot: { handle, display_name: handle.toUpperCase(), title: `${handle} title`, description: `${handle} does things` },
     online,
+    gateway_id,
   });
 
   it("applies only newer epochs, drops its own connection, and resets per stream", () => {
     const r = new RemoteRoster();
     expect(r.update(3, [bot("b", "bob"), bot("a", "self")], "a")).toBe(true);
-    expect(r.bots()).toEqual([{ handle: "bob", connection: "b", title: "bob title" }]);
+    expect(r.bots()).toEqual([
+      { handle: "bob", connection: "b", display_name: "BOB", title: "bob title", description: "bob does things", online: true },
+    ]);
     expect(r.update(2, [bot("b", "old")], "a")).toBe(false);
     expect(r.update(3, [bot("b", "old")], "a")).toBe(false);
-    expect(r.entries()[0]).toMatchObject({ handle: "bob", online: true });
+    expect(r.entries()[0]).toMatchObject({ handle: "bob", online: true, gateway_id: "gw-b" });
     r.resetEpoch();
     expect(r.update(1, [bot("c", "carol", false)], "a")).toBe(true);
     expect(r.entries()).toEqual([
-      { connection: "c", handle: "carol", display_name: "carol", title: "carol title", description: "", online: false },
+      {
+        connection: "c",
+        gateway_id: "gw-c",
+        handle: "carol",
+        display_name: "CAROL",
+        title: "carol title",
+        description: "carol does things",
+        online: false,
+      },
     ]);
+    // Offline bots stay in the delivery roster (mail to them waits at the relay), marked as such.
+    expect(r.bots()).toEqual([expect.objectContaining({ handle: "carol", online: false, description: "carol does things" })]);
     expect(r.epoch).toBe(1);
+  });
+
+  it("finds a gateway's connection by gateway id, whatever the connection is called", () => {
+    const r = new RemoteRoster();
+    r.update(1, [bot("vps", "nora", true, "gw-469bc200"), bot("vps", "ned", true, "gw-469bc200"), bot("b", "bob")], "a");
+    expect(r.connectionOf("gw-469bc200")).toBe("vps");
+    expect(r.connectionOf("gw-b")).toBe("b");
+    // Not in the roster (or no id at all): the caller decides the fallback.
+    expect(r.connectionOf("vps")).toBeUndefined();
+    expect(r.connectionOf("gw-nowhere")).toBeUndefined();
+    expect(r.connectionOf("")).toBeUndefined();
+    // A relay too old to send gateway ids lists every bot with "": that matches nothing.
+    r.update(2, [bot("old", "olga", true, "")], "a");
+    expect(r.connectionOf("")).toBeUndefined();
+    expect(r.connectionOf("gw-old")).toBeUndefined();
+  });
+
+  it("picks deterministically when several connections claim one gateway id: online, then named like it, then by name", () => {
+    const r = new RemoteRoster();
+    const id = "gw-1";
+    r.update(1, [bot("zeta", "z", false, id), bot("gw-1", "g", false, id), bot("alpha", "a1", false, id)], "self");
+    expect(r.connectionOf(id)).toBe("gw-1"); // all offline: the one named like the id
+    r.update(2, [bot("zeta", "z", true, id), bot("gw-1", "g", false, id), bot("alpha", "a1", false, id)], "self");
+    expect(r.connectionOf(id)).toBe("zeta"); // online beats the name
+    r.update(3, [bot("zeta", "z", true, id), bot("alpha", "a1", false, id), bot("alpha", "a2", true, id)], "self");
+    expect(r.connectionOf(id)).toBe("alpha"); // both online (alpha through one of its bots): first by name
   });
 });
 

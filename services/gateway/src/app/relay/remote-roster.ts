@@ -4,6 +4,8 @@ import type { RemoteBot } from "../../core/delivery/targets.js";
 /** A bot on another connection, as the relay described it. */
 export interface RemoteRosterEntry {
   connection: string;
+  /** The gateway id behind that connection ("" from a relay that does not send it). */
+  gateway_id: string;
   handle: string;
   display_name: string;
   title: string;
@@ -14,8 +16,8 @@ export interface RemoteRosterEntry {
 /**
  * The bots on the OTHER connections of the relay, with the capability epoch of the last update.
  * The delivery service reads `bots()` (the Bot Chat roster in system prompts and `<handle>@<connection>`
- * target resolution); an update with an epoch not above the current one is ignored, so a late frame
- * can never roll the roster back.
+ * target resolution); room authorities read `connectionOf()` to reach a member's gateway. An update
+ * with an epoch not above the current one is ignored, so a late frame can never roll the roster back.
  */
 export class RemoteRoster {
   private list: RemoteRosterEntry[] = [];
@@ -33,6 +35,7 @@ export class RemoteRoster {
       .filter((b) => b.bot && b.connection !== self)
       .map((b) => ({
         connection: b.connection,
+        gateway_id: b.gateway_id,
         handle: b.bot!.handle,
         display_name: b.bot!.display_name,
         title: b.bot!.title,
@@ -53,6 +56,31 @@ export class RemoteRoster {
 
   /** RemoteRosterSource for the delivery service. */
   bots(): readonly RemoteBot[] {
-    return this.list.map((b) => ({ handle: b.handle, connection: b.connection, title: b.title }));
+    return this.list.map((b) => ({
+      handle: b.handle,
+      connection: b.connection,
+      display_name: b.display_name,
+      title: b.title,
+      description: b.description,
+      online: b.online,
+    }));
+  }
+
+  /**
+   * The relay connection of the gateway with this id, or undefined when no connection in the
+   * roster names it (then the caller may try a connection named like the id). Connection names and
+   * gateway ids are independent (`relay.connection: vps` on gateway `gw-469bc200`), which is why
+   * rooms, which name members by gateway id, look it up here. Should several connections claim the
+   * id (a gateway re-keyed under a new name leaves the old one listed offline), the choice is
+   * deterministic: an online one, then one named like the id, then the first by name.
+   */
+  connectionOf(gatewayId: string): string | undefined {
+    if (!gatewayId) return undefined;
+    const candidates = new Map<string, boolean>();
+    for (const b of this.list) {
+      if (b.gateway_id === gatewayId) candidates.set(b.connection, (candidates.get(b.connection) ?? false) || b.online);
+    }
+    const rank = (connection: string) => (candidates.get(connection) ? 0 : 2) + (connection === gatewayId ? 0 : 1);
+    return [...candidates.keys()].sort((x, y) => rank(x) - rank(y) || (x < y ? -1 : x > y ? 1 : 0))[0];
   }
 }

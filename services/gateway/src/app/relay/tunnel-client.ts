@@ -20,7 +20,19 @@ export class TunnelClient {
     private readonly client: () => RelayServiceClient,
     private readonly key: string | undefined,
     private readonly defaultTimeoutMs = 60_000,
+    /** The relay roster's connection for a gateway id (RemoteRoster.connectionOf). */
+    private readonly gateways: (gatewayId: string) => string | undefined = () => undefined,
   ) {}
+
+  /**
+   * The connection to call to reach gateway `gatewayId`: the one the relay roster lists with that
+   * gateway id; only when the roster has no such gateway, a connection named like the id (lower
+   * case, as connection names are), which is the default name a gateway connects under.
+   */
+  connectionFor(gatewayId: string): { connection: string; from: "roster" | "name" } {
+    const listed = this.gateways(gatewayId);
+    return listed ? { connection: listed, from: "roster" } : { connection: gatewayId.toLowerCase(), from: "name" };
+  }
 
   /** One request, one result. */
   call(

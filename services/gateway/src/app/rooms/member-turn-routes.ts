@@ -15,7 +15,7 @@ export const MEMBER_TURN_TUNNEL_METHOD = "groups.member_turn";
 export type MemberRoute =
   | { kind: "local" }
   | { kind: "peer"; peer: string; url: string; key: string }
-  | { kind: "relay"; connection: string }
+  | { kind: "relay"; connection: string; gateway: string; from: "roster" | "name" }
   | { kind: "none"; why: string };
 
 export interface MemberTurnRouterDeps {
@@ -51,7 +51,9 @@ function parseResult(value: unknown, where: string): MemberTurnResult {
  * gateway's, run here; a member on another gateway runs there — directly over gRPC
  * (`RoomMemberService.RunMemberTurn`) when a registered peer is named after that gateway
  * (`bot_peers.<gateway id>` with `HERMES_PEER_<GATEWAY_ID>_KEY`), else through the relay tunnel to
- * the connection of that name. The authority appends the reply either way.
+ * the connection the relay roster lists for that gateway id (a connection may be named anything,
+ * e.g. `vps` for gateway `gw-469bc200`), falling back to a connection named like the id when the
+ * roster does not know the gateway. The authority appends the reply either way.
  */
 export class MemberTurnRouter {
   private readonly clients = new Map<string, RoomMemberServiceClient>();
@@ -77,7 +79,8 @@ export class MemberTurnRouter {
       if (!key) return { kind: "none", why: `peer ${peer} (gateway ${gateway}) has no key: set ${peerKeyName(peer)} in HERMES_HOME/.env` };
       return { kind: "peer", peer, url, key };
     }
-    if (this.deps.tunnel()) return { kind: "relay", connection: gateway };
+    const tunnel = this.deps.tunnel();
+    if (tunnel) return { kind: "relay", gateway, ...tunnel.connectionFor(gateway) };
     return {
       kind: "none",
       why: `gateway ${gateway} is not reachable from here: register it (hermes peer add ${gateway} --url grpc://HOST:PORT --key KEY) or configure a relay`,
@@ -101,7 +104,7 @@ export class MemberTurnRouter {
       case "peer":
         return this.viaPeer(route, request, signal, timeoutMs);
       case "relay":
-        return this.viaRelay(route.connection, request, signal);
+        return this.viaRelay(route, request, signal);
       case "none":
         throw new HermesError("runtime_offline", route.why, { data: { member_id: member.member_id } });
     }
@@ -160,9 +163,17 @@ export class MemberTurnRouter {
   }
 
   /** Through the relay as a one-item stream: a tunnelled stream has no relay-side timeout, a turn may take minutes. */
-  private async viaRelay(connection: string, request: MemberTurnRequest, signal: AbortSignal): Promise<MemberTurnResult> {
+  private async viaRelay(
+    route: Extract<MemberRoute, { kind: "relay" }>,
+    request: MemberTurnRequest,
+    signal: AbortSignal,
+  ): Promise<MemberTurnResult> {
+    const { connection, gateway } = route;
     const tunnel = this.deps.tunnel();
-    const where = `gateway ${connection} (through the relay)`;
+    const where =
+      route.from === "roster"
+        ? `gateway ${gateway} (relay connection ${connection})`
+        : `gateway ${gateway} (through the relay, as connection ${connection}: no connection in the relay roster has this gateway id)`;
     if (!tunnel) throw new HermesError("runtime_offline", `${where}: this gateway has no relay any more`);
     try {
       for await (const item of tunnel.stream(connection, MEMBER_TURN_TUNNEL_METHOD, { ...request }, signal)) {

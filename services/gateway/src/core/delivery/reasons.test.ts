@@ -6,6 +6,8 @@ import {
   isDeliveryReason,
   type ProviderErrorFacts,
   type ProviderFailureReason,
+  RECEIPT_REASONS,
+  REFUSAL_REASONS,
 } from "./reasons.js";
 
 type Row = [label: string, facts: ProviderErrorFacts, expected: ProviderFailureReason];
@@ -170,6 +172,16 @@ describe("DELIVERY_REASONS", () => {
     expect(isDeliveryReason("context_overflow")).toBe(true);
     expect(isDeliveryReason("invalid_params")).toBe(false);
     expect(isDeliveryReason(7)).toBe(false);
+  });
+
+  it("receipts also keep the two refusal reasons typed (not §4 turn failures, but real ends of a delivery)", () => {
+    expect(REFUSAL_REASONS).toEqual(["unknown_target", "idempotency_conflict"]);
+    expect(RECEIPT_REASONS).toEqual([...DELIVERY_REASONS, ...REFUSAL_REASONS]);
+    for (const reason of REFUSAL_REASONS) {
+      expect(isDeliveryReason(reason)).toBe(true);
+      expect(Object.hasOwn(REASONS, reason)).toBe(true);
+      expect((DELIVERY_REASONS as readonly string[]).includes(reason)).toBe(false);
+    }
   });
 });
 

@@ -21,10 +21,22 @@ export const DELIVERY_REASONS = [
   "unknown",
 ] as const satisfies readonly ErrorReason[];
 
-export type DeliveryReason = (typeof DELIVERY_REASONS)[number];
+/**
+ * Refusals of the delivery itself rather than failures of a turn: the target vanished between
+ * resolving it and the next hop (`unknown_target`), or the delivery id is already taken by another
+ * payload there (`idempotency_conflict`). Raised before anything runs, they usually reach the
+ * caller directly; when a later hop (the relay, a peer) reports one, the receipt and the
+ * notification keep it typed instead of `unknown`, so the sender can branch on it. Never retried.
+ */
+export const REFUSAL_REASONS = ["unknown_target", "idempotency_conflict"] as const satisfies readonly ErrorReason[];
+
+/** Every reason a receipt can carry: the §4 twelve plus the refusals. */
+export const RECEIPT_REASONS = [...DELIVERY_REASONS, ...REFUSAL_REASONS] as const;
+
+export type DeliveryReason = (typeof RECEIPT_REASONS)[number];
 
 export function isDeliveryReason(value: unknown): value is DeliveryReason {
-  return typeof value === "string" && (DELIVERY_REASONS as readonly string[]).includes(value);
+  return typeof value === "string" && (RECEIPT_REASONS as readonly string[]).includes(value);
 }
 
 /** The subset a provider failure can classify to (the platform reasons come from the delivery machinery). */

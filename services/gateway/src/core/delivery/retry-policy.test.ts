@@ -1,6 +1,6 @@
 import { HermesError } from "@hermes/common";
 import { describe, expect, it } from "vitest";
-import { DELIVERY_REASONS, type DeliveryReason } from "./reasons.js";
+import { type DeliveryReason, RECEIPT_REASONS } from "./reasons.js";
 import { decideRetry, isRetryableReason, MAX_DELIVERY_ATTEMPTS } from "./retry-policy.js";
 
 const expectedAfterFirstFailure: Record<DeliveryReason, ReturnType<typeof decideRetry>> = {
@@ -16,24 +16,27 @@ const expectedAfterFirstFailure: Record<DeliveryReason, ReturnType<typeof decide
   queued_expired: { retry: false },
   target_busy: { retry: false },
   unknown: { retry: false },
+  // Refusals of the delivery itself: sending the same thing again cannot change the answer.
+  unknown_target: { retry: false },
+  idempotency_conflict: { retry: false },
 };
 
 describe("decideRetry", () => {
-  it.each(DELIVERY_REASONS.map((r) => [r]))("after the first failure with %s", (reason) => {
+  it.each(RECEIPT_REASONS.map((r) => [r]))("after the first failure with %s", (reason) => {
     expect(decideRetry({ reason, attempts: 1 })).toEqual(expectedAfterFirstFailure[reason]);
   });
 
-  it.each(DELIVERY_REASONS.map((r) => [r]))("never a second retry (%s after two attempts)", (reason) => {
+  it.each(RECEIPT_REASONS.map((r) => [r]))("never a second retry (%s after two attempts)", (reason) => {
     expect(decideRetry({ reason, attempts: 2 })).toEqual({ retry: false });
     expect(decideRetry({ reason, attempts: 7 })).toEqual({ retry: false });
   });
 
-  it.each(DELIVERY_REASONS.map((r) => [r]))("an ambiguous outcome never replays (%s)", (reason) => {
+  it.each(RECEIPT_REASONS.map((r) => [r]))("an ambiguous outcome never replays (%s)", (reason) => {
     expect(decideRetry({ reason, attempts: 1, ambiguous: true })).toEqual({ retry: false });
   });
 
   it("has no fresh-session option in any decision", () => {
-    for (const reason of DELIVERY_REASONS) {
+    for (const reason of RECEIPT_REASONS) {
       const decision = decideRetry({ reason, attempts: 1 });
       expect(Object.keys(decision).sort()).toEqual(decision.retry ? ["compact", "retry"] : ["retry"]);
     }
@@ -55,6 +58,6 @@ describe("decideRetry", () => {
   });
 
   it("isRetryableReason agrees with the decision table", () => {
-    for (const reason of DELIVERY_REASONS) expect(isRetryableReason(reason)).toBe(expectedAfterFirstFailure[reason].retry);
+    for (const reason of RECEIPT_REASONS) expect(isRetryableReason(reason)).toBe(expectedAfterFirstFailure[reason].retry);
   });
 });

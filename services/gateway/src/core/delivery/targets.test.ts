@@ -95,6 +95,18 @@ describe("resolveTarget", () => {
     expect(resolveTarget("bob@vps", roster)).toMatchObject({ kind: "relay", connection: "vps" });
   });
 
+  it("a bot whose gateway is offline still resolves (its mail waits at the relay); description and name change nothing", () => {
+    const offline: Roster = {
+      ...roster,
+      remote: [
+        { handle: "nora", connection: "home", display_name: "Nora", title: "Ops", description: "keeps the lights on", online: false },
+      ],
+    };
+    expect(resolveTarget("nora", offline)).toEqual({ kind: "relay", connection: "home", handle: "nora", target: "nora@home" });
+    expect(resolveTarget("nora@home", offline)).toMatchObject({ kind: "relay", connection: "home" });
+    expect(listTeammates(offline)).toContain("nora@home");
+  });
+
   it("`<handle>@<this gateway>` is local", () => {
     expect(resolveTarget("bob@laptop", roster)).toEqual({ kind: "local", profile: "bob", target: "bob" });
     expect(resolveTarget("research-buddy@laptop", roster)).toMatchObject({ kind: "local", profile: "alice" });

@@ -22,10 +22,15 @@ export interface LocalBot {
   title?: string;
 }
 
+/** A bot on another gateway, as the relay roster describes it. */
 export interface RemoteBot {
   handle: string;
   connection: string;
+  display_name?: string;
   title?: string;
+  description?: string;
+  /** False while its gateway is disconnected from the relay (mail to it waits there, up to its TTL). */
+  online?: boolean;
 }
 
 export interface PeerEntry {

@@ -1,4 +1,5 @@
 import { MESSAGE_AGENT_TOOL_NAME } from "../delivery/message-agent-tool.js";
+import type { RemoteBot } from "../delivery/targets.js";
 
 export interface PersonaText {
   display_name: string;
@@ -11,11 +12,18 @@ export interface PersonaText {
 /** One teammate as the roster shows it: the exact target to use, and what they do. */
 export interface RosterEntry {
   target: string;
+  /** Shown when it says more than the target does (a remote bot's display name). */
+  name?: string | undefined;
   title?: string | undefined;
   description?: string | undefined;
   /** Where the teammate runs when it is not this gateway ("peer gateway spark"). */
   where?: string | undefined;
+  /** Its gateway is disconnected right now: mail is accepted but waits (up to its TTL). */
+  offline?: boolean | undefined;
 }
+
+/** What the bot is told about mail to an offline teammate, so it does not expect a quick reply. */
+export const OFFLINE_NOTE = "offline now: mail waits until its gateway is back, up to the delivery's TTL";
 
 function oneLine(text: string): string {
   return text.replace(/\s+/g, " ").trim();
@@ -23,8 +31,25 @@ function oneLine(text: string): string {
 
 function teammateLine(entry: RosterEntry): string {
   const role = [entry.title, entry.description].map((t) => oneLine(t ?? "")).filter((t) => t.length > 0);
-  const where = entry.where ? ` (${oneLine(entry.where)})` : "";
+  const notes = [entry.name, entry.where, entry.offline ? OFFLINE_NOTE : ""].map((t) => oneLine(t ?? "")).filter((t) => t.length > 0);
+  const where = notes.length > 0 ? ` (${notes.join("; ")})` : "";
   return `- ${entry.target}${where}${role.length > 0 ? `: ${role.join(" — ")}` : ""}`;
+}
+
+/**
+ * A bot on another gateway as a roster line: `<handle>@<connection>`, its display name when that
+ * is more than the handle, title and description, and whether its gateway is offline right now.
+ */
+export function relayTeammate(bot: RemoteBot): RosterEntry {
+  const name = oneLine(bot.display_name ?? "");
+  return {
+    target: `${bot.handle}@${bot.connection}`,
+    ...(name && name.toLowerCase() !== bot.handle.toLowerCase() ? { name } : {}),
+    title: bot.title,
+    description: bot.description,
+    where: "via the relay",
+    ...(bot.online === false ? { offline: true } : {}),
+  };
 }
 
 /**
