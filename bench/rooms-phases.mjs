@@ -1,0 +1,467 @@
+// The child-process bodies of bench/rooms.mjs: each phase runs in a fresh process (its own JIT,
+// heap and CPU time), measures one thing and prints one BENCH-RESULT line. Servers (gateways,
+// nats-server, the echo server) always run in other processes than the client measuring them.
+// Started by bench/rooms.mjs as `node bench/rooms-phases.mjs --phase NAME --args JSON`.
+
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import Database from "better-sqlite3";
+import { Registry } from "prom-client";
+import { EchoAppendStream, startEchoServer } from "./lib/grpc-echo.mjs";
+import { jetStreamMirror, startNats } from "./lib/nats.mjs";
+import { pipelined } from "./lib/pipeline.mjs";
+import { printReady, printResult } from "./lib/processes.mjs";
+import { percentile } from "./lib/report.mjs";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const dist = (path) => import(join(ROOT, path));
+
+const { values: opts } = parseArgs({ options: { phase: { type: "string" }, args: { type: "string", default: "{}" } } });
+const args = JSON.parse(opts.args);
+
+const MEMBERS = [
+  { member_id: "alice", profile: "alice" },
+  { member_id: "bob", profile: "bob" },
+];
+
+/** A message text of exactly `bytes` ASCII bytes that differs per index. */
+function messageText(i, bytes) {
+  const head = `message ${i} `;
+  return head.length >= bytes ? head.slice(0, bytes) : head + "x".repeat(bytes - head.length);
+}
+
+function summary(count, secs, latencies, extra = {}) {
+  return {
+    count,
+    secs,
+    rate: count / secs,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    cpuMs: cpuMs(),
+    ...extra,
+  };
+}
+
+function cpuMs() {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+}
+
+async function load() {
+  const [gateway, common, proto] = await Promise.all([
+    dist("services/gateway/dist/index.js"),
+    dist("services/common/dist/index.js"),
+    import("@hermes/proto/hermes/v1/rooms"),
+  ]);
+  return { gateway, common, proto };
+}
+
+function unary(client, method, req, md) {
+  return new Promise((resolve, reject) => method.call(client, req, md, (err, res) => (err ? reject(err) : resolve(res))));
+}
+
+// ---------------------------------------------------------------------------------------------
+// a. sends
+
+/** Pipelined sends on one RoomService.Append stream, `window` in flight. */
+async function appendStream({ url, key, room, count, window, textBytes, warmup }) {
+  const { gateway } = await load();
+  const client = gateway.roomClient(url);
+  const stream = new gateway.AppendStream(client, key);
+  const send = (prefix) => (i) => stream.send({ room_id: room, event_id: `${prefix}${i}`, payload: { text: messageText(i, textBytes) } });
+  await pipelined(warmup, window, send("warm-"));
+  const cpu0 = cpuMs();
+  const { secs, latencies } = await pipelined(count, window, send("s-"));
+  const used = cpuMs() - cpu0;
+  await stream.close();
+  client.close();
+  return { ...summary(count, secs, latencies), clientCpuMs: used };
+}
+
+/** Unary RoomService.Send calls, `concurrency` in flight. */
+async function appendUnary({ url, key, room, count, concurrency, textBytes, warmup }) {
+  const { gateway, common } = await load();
+  const client = gateway.roomClient(url);
+  const md = common.authMetadata(key);
+  const send = (prefix) => (i) =>
+    unary(client, client.send, { room_id: room, event_id: `${prefix}${i}`, payload: { text: messageText(i, textBytes) } }, md);
+  await pipelined(warmup, concurrency, send("uwarm-"));
+  const cpu0 = cpuMs();
+  const { secs, latencies } = await pipelined(count, concurrency, send("u-"));
+  const used = cpuMs() - cpu0;
+  client.close();
+  return { ...summary(count, secs, latencies), clientCpuMs: used };
+}
+
+async function echoServer() {
+  const server = await startEchoServer();
+  printReady({ url: server.url });
+  await new Promise((resolve) => process.once("SIGTERM", resolve));
+  await server.stop();
+  return null;
+}
+
+/** The same AppendRequest bytes through a bare echo stream, same batching, same window. */
+async function echoStream({ url, room, count, window, textBytes, warmup }) {
+  const stream = new EchoAppendStream(url);
+  const send = (prefix) => (i) => stream.send({ room_id: room, event_id: `${prefix}${i}`, payload: { text: messageText(i, textBytes) } });
+  await pipelined(warmup, window, send("warm-"));
+  const cpu0 = cpuMs();
+  const { secs, latencies } = await pipelined(count, window, send("s-"));
+  const used = cpuMs() - cpu0;
+  stream.close();
+  return { ...summary(count, secs, latencies), clientCpuMs: used };
+}
+
+/** JetStream acknowledged publishes of `textBytes`-byte messages, `window` in flight (file storage, R1). */
+async function natsPublish({ count, window, textBytes, warmup }) {
+  const nats = await startNats();
+  try {
+    const jsm = await jetstreamManager(nats.nc);
+    await jsm.streams.add({ name: "EVENTS", subjects: ["events.>"], storage: "file" });
+    const js = jetstream(nats.nc);
+    const encoder = new TextEncoder();
+    const send = (i) => js.publish("events.room", encoder.encode(messageText(i, textBytes)));
+    await pipelined(warmup, window, send);
+    const cpu0 = cpuMs();
+    const { secs, latencies } = await pipelined(count, window, send);
+    const used = cpuMs() - cpu0;
+    const stored = (await jsm.streams.info("EVENTS")).state.messages;
+    return { ...summary(count, secs, latencies), clientCpuMs: used, stored };
+  } finally {
+    await nats.stop();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// b. the append engine in-process, and raw inserts of the same rows
+
+/**
+ * GroupCommit over RoomsStore on a real migrated state.db (synchronous=FULL): `count` client appends
+ * with `window` submitted at a time, committed in the batches the engine forms. The batch sizes and
+ * the database are left for the raw baseline.
+ */
+async function engine({ dir, count, window, textBytes }) {
+  const { gateway, common } = await load();
+  const { GroupCommit } = await dist("services/gateway/dist/app/rooms/group-commit.js");
+  mkdirSync(dir, { recursive: true });
+  const db = gateway.openGatewayDb(new gateway.HermesHome(dir));
+  const rooms = new gateway.RoomsService({
+    db,
+    gatewayId: "gw-bench",
+    clock: common.systemClock,
+    logger: common.createLogger("rooms", "silent"),
+    registry: new Registry(),
+    peers: { url: () => undefined, key: () => undefined },
+  });
+  rooms.create({ room_id: "bench", name: "Bench", members: MEMBERS });
+  const batches = [];
+  const commits = new GroupCommit(rooms.store, () => common.isoTime(Date.now()), { committed: (_rooms, size) => batches.push(size) });
+  const request = (prefix) => (i) => ({
+    origin: "client",
+    event_id: `${prefix}${i}`,
+    kind: "message.user",
+    actor: gateway.CLIENT_ACTOR,
+    payload: { text: messageText(i, textBytes) },
+  });
+  const warm = request("warm-");
+  await pipelined(Math.min(5000, count), window, (i) => commits.submit("bench", warm(i)));
+  batches.length = 0;
+  const next = request("e-");
+  const cpu0 = cpuMs();
+  const { secs, latencies } = await pipelined(count, window, async (i) => {
+    const outcome = await commits.submit("bench", next(i));
+    if (outcome.kind !== "appended") throw new Error(`append ${i} was ${outcome.kind}`);
+  });
+  const used = cpuMs() - cpu0;
+  const firstSeq = rooms.store.state("bench").last_seq - count + 1;
+  db.close();
+  const sorted = [...batches].sort((a, b) => a - b);
+  return {
+    ...summary(count, secs, latencies),
+    engineCpuMs: used,
+    db: join(dir, "state.db"),
+    firstSeq,
+    batches,
+    batchMean: count / batches.length,
+    batchP50: percentile(sorted, 50),
+    batchMax: sorted.at(-1),
+  };
+}
+
+/**
+ * The floor for (b): the rows the engine wrote (read back first, untimed) inserted into a fresh
+ * state.db with the same schema and pragmas (WAL, synchronous=FULL), one transaction per batch of
+ * the same sizes, with plain better-sqlite3. Two ways to insert: one prepared single-row INSERT
+ * per row, and multi-row INSERTs of 100 rows (what the store does); the faster one is the floor.
+ */
+async function rawInsert({ from, firstSeq, batches, dir, variant }) {
+  const { gateway } = await load();
+  const source = new Database(from, { readonly: true });
+  const rows = source
+    .prepare(
+      "SELECT room_id, seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash FROM room_events WHERE room_id = 'bench' AND seq >= ? ORDER BY seq",
+    )
+    .raw(true)
+    .all(firstSeq);
+  source.close();
+  mkdirSync(dir, { recursive: true });
+  const db = gateway.openGatewayDb(new gateway.HermesHome(dir));
+  const columns = "room_id, seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash";
+  const one = db.prepare(`INSERT INTO room_events (${columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  const CHUNK = 100;
+  const chunk = db.prepare(
+    `INSERT INTO room_events (${columns}) VALUES ${Array.from({ length: CHUNK }, () => "(?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ")}`,
+  );
+  const insertBatch = db.transaction((start, end) => {
+    let i = start;
+    if (variant === "chunk100") {
+      for (; i + CHUNK <= end; i += CHUNK) chunk.run(rows.slice(i, i + CHUNK).flat());
+    }
+    for (; i < end; i++) one.run(rows[i]);
+  });
+  const cpu0 = cpuMs();
+  const started = performance.now();
+  let at = 0;
+  for (const size of batches) {
+    insertBatch.immediate(at, at + size);
+    at += size;
+  }
+  const secs = (performance.now() - started) / 1000;
+  const used = cpuMs() - cpu0;
+  const synchronous = db.pragma("synchronous", { simple: true });
+  db.close();
+  return { count: at, secs, rate: at / secs, cpuMs: used, variant, synchronous, transactions: batches.length };
+}
+
+// ---------------------------------------------------------------------------------------------
+// c. catch-up
+
+/** Seeds a gateway home with one room of `events` client messages through the real group-commit path (in this process). */
+async function seed({ home, id, key, room, events, textBytes }) {
+  const { gateway, common } = await load();
+  const gw = await gateway.Gateway.start({
+    home,
+    overrides: { id, grpc: "127.0.0.1:0", http: "127.0.0.1:0" },
+    logger: common.createLogger("gateway", "silent"),
+    env: { API_SERVER_KEY: key },
+  });
+  gw.rooms.create({ room_id: room, name: "Catch-up", members: MEMBERS });
+  const { secs } = await pipelined(events, 2000, (i) =>
+    gw.rooms.send({ room_id: room, event_id: `seed-${i}`, payload: { text: messageText(i, textBytes) } }),
+  );
+  const latest = gw.rooms.store.state(room).last_seq;
+  await gw.stop();
+  return { events, secs, rate: events / secs, latest };
+}
+
+/** `groups.replicate` on the replica gateway from the authority, timed from the call to its result. */
+async function replicate({ replicaUrl, fromUrl, key, room }) {
+  const { gateway, common } = await load();
+  const client = gateway.roomClient(replicaUrl);
+  const started = performance.now();
+  const progress = [];
+  const result = await new Promise((resolve, reject) => {
+    const call = client.replicate({ room_id: room, from: { url: fromUrl, key, peer: "" }, follow: false }, common.authMetadata(key));
+    call.on("data", (p) => progress.push(p));
+    call.on("error", reject);
+    call.on("end", () => {
+      const last = progress.at(-1);
+      if (last?.result) resolve(last.result);
+      else reject(new Error("replicate ended without a result"));
+    });
+  });
+  const secs = (performance.now() - started) / 1000;
+  client.close();
+  return { secs, rate: result.ingested / secs, ingested: result.ingested, stored_seq: result.stored_seq, caught_up: result.caught_up };
+}
+
+/**
+ * The authority's side and the wire alone: every packed page of the log pulled (next page in flight
+ * while one is decoded, like the replicator) and decoded with unpackEvents, nothing applied.
+ */
+async function pullOnly({ url, key, room, limit }) {
+  const { gateway, common } = await load();
+  const client = gateway.roomClient(url);
+  const md = common.authMetadata(key);
+  const page = (since) => unary(client, client.log, { room_id: room, since_seq: since, limit, packed: true }, md);
+  const started = performance.now();
+  let events = 0;
+  let pages = 0;
+  let bytes = 0;
+  let pending = page(0);
+  for (;;) {
+    const p = await pending;
+    if (p.has_more) pending = page(Number(p.cursor));
+    events += gateway.unpackEvents(room, p.packed_events).length;
+    bytes += p.packed_events.length;
+    pages++;
+    if (!p.has_more) break;
+  }
+  const secs = (performance.now() - started) / 1000;
+  client.close();
+  return { secs, rate: events / secs, events, pages, bytesPerEvent: bytes / events };
+}
+
+/**
+ * The floor of a replica's write path: the authority's rows (read page by page, untimed) inserted
+ * into a fresh state.db with the same schema at synchronous=NORMAL (what the replica applies pages
+ * at), one transaction per page of the size the replica received, 100-row INSERTs like the store.
+ * No decoding, no hash check, no protocol: only SQLite.
+ */
+async function rawApply({ from, room, pageEvents, dir }) {
+  const { gateway } = await load();
+  const source = new Database(from, { readonly: true });
+  const read = source
+    .prepare(
+      "SELECT room_id, seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash FROM room_events WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+    )
+    .raw(true);
+  mkdirSync(dir, { recursive: true });
+  const db = gateway.openGatewayDb(new gateway.HermesHome(dir));
+  db.pragma("synchronous = NORMAL");
+  const columns = "room_id, seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash";
+  const one = db.prepare(`INSERT INTO room_events (${columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  const CHUNK = 100;
+  const chunk = db.prepare(
+    `INSERT INTO room_events (${columns}) VALUES ${Array.from({ length: CHUNK }, () => "(?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ")}`,
+  );
+  const insertPage = db.transaction((rows) => {
+    let i = 0;
+    for (; i + CHUNK <= rows.length; i += CHUNK) chunk.run(rows.slice(i, i + CHUNK).flat());
+    for (; i < rows.length; i++) one.run(rows[i]);
+  });
+  let insertMs = 0;
+  let events = 0;
+  const cpu0 = cpuMs();
+  for (let since = 0; ; ) {
+    const rows = read.all(room, since, pageEvents);
+    if (rows.length === 0) break;
+    const t0 = performance.now();
+    insertPage.immediate(rows);
+    insertMs += performance.now() - t0;
+    events += rows.length;
+    since = rows.at(-1)[1];
+  }
+  const used = cpuMs() - cpu0;
+  source.close();
+  db.close();
+  return { events, secs: insertMs / 1000, rate: events / (insertMs / 1000), cpuMsInclRead: used };
+}
+
+async function natsMirror({ count }) {
+  return jetStreamMirror({ count });
+}
+
+// ---------------------------------------------------------------------------------------------
+// d. live tail
+
+/**
+ * Appends to the authority at `rate` events/s (one Append stream, paced by the clock) while
+ * subscribed to the replica that follows it: per event, issue → durable ack on the authority, and
+ * issue → seen in the replica's live tail (applied there, then pushed to this subscriber).
+ */
+async function tail({ authorityUrl, replicaUrl, key, room, rate, seconds, warmupSeconds, textBytes }) {
+  const { gateway, common } = await load();
+  const auth = gateway.roomClient(authorityUrl);
+  const replica = gateway.roomClient(replicaUrl);
+  const md = common.authMetadata(key);
+  const state = await unary(replica, replica.state, { room_id: room, include_disbanded: false }, md);
+  const stream = new gateway.AppendStream(auth, key);
+  const sentAt = new Map();
+  const ack = [];
+  const applied = [];
+  const total = Math.round(rate * (seconds + warmupSeconds));
+  const warm = Math.round(rate * warmupSeconds);
+  let seen = 0;
+  let allSeen;
+  const done = new Promise((resolve) => {
+    allSeen = resolve;
+  });
+  const sub = replica.subscribe({ room_id: room, since_seq: Number(state.room.latest_seq), packed: false }, md);
+  sub.on("data", (page) => {
+    const t = performance.now();
+    for (const e of page.events) {
+      const at = sentAt.get(e.event_id);
+      if (at === undefined) continue;
+      sentAt.delete(e.event_id);
+      if (at.i >= warm) applied.push(t - at.t);
+      if (++seen === total) allSeen();
+    }
+  });
+  sub.on("error", () => undefined);
+  const started = performance.now();
+  let sent = 0;
+  await new Promise((resolve) => {
+    const tick = () => {
+      const due = Math.min(total, Math.floor(((performance.now() - started) * rate) / 1000) + 1);
+      while (sent < due) {
+        const i = sent++;
+        const eventId = `tail-${i}`;
+        const t = performance.now();
+        sentAt.set(eventId, { i, t });
+        stream.send({ room_id: room, event_id: eventId, payload: { text: messageText(i, textBytes) } }).then(() => {
+          if (i >= warm) ack.push(performance.now() - t);
+        });
+      }
+      if (sent < total) setTimeout(tick, 1);
+      else resolve();
+    };
+    tick();
+  });
+  const sendSecs = (performance.now() - started) / 1000;
+  const timeout = new Promise((resolve) => setTimeout(() => resolve("timeout"), 30_000));
+  const finished = await Promise.race([done.then(() => "ok"), timeout]);
+  sub.cancel();
+  await stream.close();
+  auth.close();
+  replica.close();
+  ack.sort((a, b) => a - b);
+  applied.sort((a, b) => a - b);
+  return {
+    finished,
+    sent: total,
+    measured: applied.length,
+    offeredRate: total / sendSecs,
+    ackP50: percentile(ack, 50),
+    ackP99: percentile(ack, 99),
+    ackMax: ack.at(-1),
+    appliedP50: percentile(applied, 50),
+    appliedP99: percentile(applied, 99),
+    appliedMax: applied.at(-1),
+    cpuMs: cpuMs(),
+  };
+}
+
+const PHASES = {
+  "append-stream": appendStream,
+  "append-unary": appendUnary,
+  "echo-server": echoServer,
+  "echo-stream": echoStream,
+  "nats-publish": natsPublish,
+  engine,
+  "raw-insert": rawInsert,
+  seed,
+  replicate,
+  "pull-only": pullOnly,
+  "raw-apply": rawApply,
+  "nats-mirror": natsMirror,
+  tail,
+};
+
+const run = PHASES[opts.phase];
+if (!run) {
+  process.stderr.write(`unknown phase ${opts.phase}; one of ${Object.keys(PHASES).join(", ")}\n`);
+  process.exit(2);
+}
+try {
+  const result = await run(args);
+  if (result !== null) printResult(result);
+  process.exit(0);
+} catch (err) {
+  process.stderr.write(`${err?.stack ?? err}\n`);
+  process.exit(1);
+}

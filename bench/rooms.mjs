@@ -1,0 +1,448 @@
+#!/usr/bin/env node
+// Benchmark: the replicated room log (issue #3, "Benchmarks"). Prints figures and ratios against
+// baselines measured in the same run; no pass/fail.
+//
+//   npm run build && npm run bench:rooms [-- --parts a,b,c,d --samples 3 --json]
+//
+// a. acknowledged durable sends/s into one room from a Node client: pipelined on the bidi Append
+//    stream (and unary Send with 64 in flight), against JetStream acknowledged publish (window 1000)
+//    and against a bare grpc-js echo stream carrying the same AppendRequest bytes (the transport alone)
+// b. the append engine in-process (GroupCommit + RoomsStore, the batches it forms) against raw
+//    better-sqlite3 inserts of the same rows, same schema, synchronous=FULL, same transactions
+// c. catch-up of 1,000,000 events from an authority gateway to a new replica gateway (two processes,
+//    loopback) against a JetStream mirror catch-up of 1,000,000 messages
+// d. live tail: append → applied on a following replica at 1,000 events/s, p50/p99
+//
+// Every server (gateway, nats-server, echo server) runs in its own process and every client in a
+// fresh child process (bench/rooms-phases.mjs); each sample of a, b and c runs our figure and its
+// baseline back to back, samples interleaved, medians printed. Gateways are the BUILT `hermes`
+// command (`npm run build` first) with fresh homes under the system temp directory.
+
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { ensureNatsServer } from "./lib/nats.mjs";
+import { histogramTotals, runPhase, startGateway, startPhase } from "./lib/processes.mjs";
+import { fmt, machine, header as printHeader, line as printLine } from "./lib/report.mjs";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const PHASES = join(ROOT, "bench/rooms-phases.mjs");
+const KEY = "bench-key-0123456789abcdef";
+const ROOM = "bench-room";
+const MEMBERS = [
+  { member_id: "alice", profile: "alice" },
+  { member_id: "bob", profile: "bob" },
+];
+
+const { values: opts } = parseArgs({
+  options: {
+    parts: { type: "string", default: "a,b,c,d" },
+    samples: { type: "string", default: "3" },
+    sends: { type: "string", default: "200000" },
+    window: { type: "string", default: "1000" },
+    "unary-sends": { type: "string", default: "20000" },
+    "engine-events": { type: "string", default: "200000" },
+    "engine-window": { type: "string", default: "2000" },
+    events: { type: "string", default: "1000000" },
+    "tail-rate": { type: "string", default: "1000" },
+    "tail-seconds": { type: "string", default: "10" },
+    "text-bytes": { type: "string", default: "200" },
+    /** Write a CPU profile of every gateway process into this directory (node --cpu-prof). */
+    profile: { type: "string" },
+    json: { type: "boolean", default: false },
+  },
+});
+
+const int = (name, min = 1) => {
+  const n = Number(opts[name]);
+  if (!Number.isInteger(n) || n < min) {
+    process.stderr.write(`--${name} must be an integer ≥ ${min} (got ${opts[name]})\n`);
+    process.exit(2);
+  }
+  return n;
+};
+const SAMPLES = int("samples");
+const SENDS = int("sends");
+const WINDOW = int("window");
+const UNARY_SENDS = int("unary-sends");
+const ENGINE_EVENTS = int("engine-events");
+const ENGINE_WINDOW = int("engine-window");
+const EVENTS = int("events");
+const TAIL_RATE = int("tail-rate");
+const TAIL_SECONDS = int("tail-seconds");
+const TEXT_BYTES = int("text-bytes");
+const PARTS = new Set(opts.parts.split(",").map((p) => p.trim()));
+const UNARY_CONCURRENCY = 64;
+const NODE_ARGS = opts.profile ? ["--cpu-prof", `--cpu-prof-dir=${opts.profile}`] : [];
+
+let gatewayModule;
+let commonModule;
+try {
+  gatewayModule = await import(join(ROOT, "services/gateway/dist/index.js"));
+  commonModule = await import(join(ROOT, "services/common/dist/index.js"));
+} catch (err) {
+  process.stderr.write(`cannot load the built packages (${err.message}); run \`npm run build\` first\n`);
+  process.exit(2);
+}
+const { roomClient } = gatewayModule;
+const { authMetadata, unaryCall } = commonModule;
+
+const say = (text = "") => {
+  if (!opts.json) process.stdout.write(`${text}\n`);
+};
+const note = (text) => process.stderr.write(`bench: ${text}\n`);
+const header = (title) => {
+  if (!opts.json) printHeader(title);
+};
+const line = (...args) => {
+  if (!opts.json) printLine(...args);
+};
+const results = {};
+
+const median = (xs) => {
+  const s = xs.filter(Number.isFinite).sort((a, b) => a - b);
+  if (s.length === 0) return Number.NaN;
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+/** The samples behind a median, on their own line (nothing with one sample). */
+const samplesLine = (xs) => {
+  if (xs.length > 1) say(`${"".padEnd(58)}   samples: ${xs.map((x) => fmt(x)).join(", ")}`);
+};
+/**
+ * Ratios of samples run back to back (ours / its baseline), and their median: steadier than the
+ * ratio of two medians when the machine's load swings between samples.
+ */
+const pairedLine = (ours, base, label) => {
+  if (ours.length < 2) return Number.NaN;
+  const ratios = ours.map((x, i) => x / base[i]);
+  say(`${"".padEnd(58)}   paired with ${label}: ${ratios.map((r) => `${fmt(r, 2)}×`).join(", ")} (median ${fmt(median(ratios), 2)}×)`);
+  return median(ratios);
+};
+const ms = (x) => `${fmt(x, 2)} ms`;
+const usPerEvent = (cpuMs, n) => (cpuMs * 1000) / n;
+const tempDir = (name) => mkdtempSync(join(tmpdir(), `hermes-bench-rooms-${name}-`));
+
+async function call(url, method, req) {
+  const client = roomClient(url);
+  try {
+    return await unaryCall((cb) => client[method](req, authMetadata(KEY), cb));
+  } finally {
+    client.close();
+  }
+}
+
+/** A fresh gateway process on a fresh home, with the benchmark room created. */
+async function gatewayWithRoom(name, id) {
+  const home = tempDir(name);
+  const gw = await startGateway({ home, id, key: KEY, nodeArgs: NODE_ARGS });
+  await call(gw.url, "create", { room_id: ROOM, name: "Bench", members: MEMBERS });
+  return {
+    ...gw,
+    async destroy() {
+      await gw.stop();
+      rmSync(home, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Runs a client phase and measures the CPU the given server processes used meanwhile. */
+async function measured(phase, args, servers) {
+  const before = servers.map((s) => s.cpuMs());
+  const result = await runPhase(PHASES, phase, args);
+  result.serverCpuMs = servers.map((s, i) => s.cpuMs() - before[i]);
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function preamble() {
+  const [l1, l5, l15] = loadavg();
+  let nats = "not found";
+  try {
+    nats = execFileSync(ensureNatsServer(), ["--version"], { encoding: "utf8" }).trim();
+  } catch (err) {
+    nats = `unavailable (${err.message})`;
+  }
+  results.machine = {
+    node: process.version,
+    cpus: cpus().length,
+    cpu: cpus()[0]?.model ?? "?",
+    loadavg: [l1, l5, l15],
+    nats,
+    started: new Date().toISOString(),
+  };
+  say(`rooms benchmark — ${machine()}, ${cpus().length} × ${results.machine.cpu}`);
+  say(`load average at start: ${l1.toFixed(2)} ${l5.toFixed(2)} ${l15.toFixed(2)} (1/5/15 min); ${nats}`);
+  say(
+    `samples ${SAMPLES}; text ${TEXT_BYTES} B per event (JetStream: ${TEXT_BYTES} B messages); gateways synchronous=FULL, JetStream file storage (acks before fsync)`,
+  );
+}
+
+async function partA() {
+  header(
+    `a. acknowledged durable sends into one room (${fmt(SENDS)} pipelined, window ${WINDOW}; unary ${fmt(UNARY_SENDS)} with ${UNARY_CONCURRENCY} in flight)`,
+  );
+  const samples = [];
+  const common = { room: ROOM, textBytes: TEXT_BYTES, key: KEY };
+  for (let s = 0; s < SAMPLES; s++) {
+    note(`a: sample ${s + 1}/${SAMPLES}`);
+    const gw = await gatewayWithRoom("a", "gw-a");
+    let stream;
+    let unary;
+    try {
+      const batches0 = await histogramTotals(gw.http, "hermes_room_append_batch_size", KEY);
+      stream = await measured("append-stream", { ...common, url: gw.url, count: SENDS, window: WINDOW, warmup: 10_000 }, [gw]);
+      const batches1 = await histogramTotals(gw.http, "hermes_room_append_batch_size", KEY);
+      stream.commits = batches1.count - batches0.count;
+      stream.eventsPerCommit = (batches1.sum - batches0.sum) / stream.commits;
+      unary = await measured("append-unary", { ...common, url: gw.url, count: UNARY_SENDS, concurrency: UNARY_CONCURRENCY, warmup: 2000 }, [
+        gw,
+      ]);
+    } finally {
+      await gw.destroy();
+    }
+    const echoServer = await startPhase(PHASES, "echo-server");
+    let echo;
+    try {
+      echo = await measured("echo-stream", { ...common, url: echoServer.url, count: SENDS, window: WINDOW, warmup: 10_000 }, [echoServer]);
+    } finally {
+      await echoServer.stop();
+    }
+    const nats = await runPhase(PHASES, "nats-publish", { count: SENDS, window: WINDOW, textBytes: TEXT_BYTES, warmup: 10_000 });
+    samples.push({ stream, unary, echo, nats });
+  }
+  const pick = (k, f) => samples.map((x) => x[k][f]);
+  const streamRate = median(pick("stream", "rate"));
+  const unaryRate = median(pick("unary", "rate"));
+  const echoRate = median(pick("echo", "rate"));
+  const natsRate = median(pick("nats", "rate"));
+  const natsBase = { label: "JetStream", value: natsRate };
+  line("JetStream acknowledged publish (window 1000)", natsRate, "msgs/s", undefined);
+  samplesLine(pick("nats", "rate"));
+  line("bare grpc-js echo stream, same AppendRequest bytes", echoRate, "sends/s", natsBase);
+  samplesLine(pick("echo", "rate"));
+  line("Append stream (bidi, pipelined), durable acks", streamRate, "sends/s", natsBase);
+  samplesLine(pick("stream", "rate"));
+  const pairedStream = pairedLine(pick("stream", "rate"), pick("nats", "rate"), "JetStream");
+  say(`${"".padEnd(58)}   ${fmt(streamRate / echoRate, 2)}× the bare echo stream (our cost over the transport)`);
+  line("unary Send, 64 in flight, durable acks", unaryRate, "sends/s", natsBase);
+  samplesLine(pick("unary", "rate"));
+  say(
+    `ack latency p50/p99: stream ${ms(median(pick("stream", "p50")))} / ${ms(median(pick("stream", "p99")))}, ` +
+      `JetStream ${ms(median(pick("nats", "p50")))} / ${ms(median(pick("nats", "p99")))}, ` +
+      `echo ${ms(median(pick("echo", "p50")))} / ${ms(median(pick("echo", "p99")))}, ` +
+      `unary ${ms(median(pick("unary", "p50")))} / ${ms(median(pick("unary", "p99")))}`,
+  );
+  const gwCpu = median(samples.map((x) => usPerEvent(x.stream.serverCpuMs[0], SENDS)));
+  const clientCpu = median(samples.map((x) => usPerEvent(x.stream.clientCpuMs, SENDS)));
+  const echoServerCpu = median(samples.map((x) => usPerEvent(x.echo.serverCpuMs[0], SENDS)));
+  const echoClientCpu = median(samples.map((x) => usPerEvent(x.echo.clientCpuMs, SENDS)));
+  const natsClientCpu = median(samples.map((x) => usPerEvent(x.nats.clientCpuMs, SENDS)));
+  say(`group commit on the gateway during the stream: ${fmt(median(pick("stream", "eventsPerCommit")))} sends per commit (fsync)`);
+  say(
+    `CPU per send: gateway ${fmt(gwCpu, 1)} µs + client ${fmt(clientCpu, 1)} µs; echo server ${fmt(echoServerCpu, 1)} µs + client ${fmt(echoClientCpu, 1)} µs; JetStream client ${fmt(natsClientCpu, 1)} µs`,
+  );
+  results.a = {
+    streamRate,
+    unaryRate,
+    echoRate,
+    natsRate,
+    streamVsJetStream: streamRate / natsRate,
+    unaryVsJetStream: unaryRate / natsRate,
+    streamVsEcho: streamRate / echoRate,
+    pairedStreamVsJetStream: pairedStream,
+    samples,
+  };
+}
+
+async function partB() {
+  header(
+    `b. append engine in-process (${fmt(ENGINE_EVENTS)} appends, ${ENGINE_WINDOW} submitted at a time) vs raw better-sqlite3, synchronous=FULL`,
+  );
+  const samples = [];
+  for (let s = 0; s < SAMPLES; s++) {
+    note(`b: sample ${s + 1}/${SAMPLES}`);
+    const dir = tempDir("b");
+    try {
+      const engine = await runPhase(PHASES, "engine", {
+        dir: join(dir, "engine"),
+        count: ENGINE_EVENTS,
+        window: ENGINE_WINDOW,
+        textBytes: TEXT_BYTES,
+      });
+      const raw = {};
+      for (const variant of ["single", "chunk100"]) {
+        raw[variant] = await runPhase(PHASES, "raw-insert", {
+          from: engine.db,
+          firstSeq: engine.firstSeq,
+          batches: engine.batches,
+          dir: join(dir, `raw-${variant}`),
+          variant,
+        });
+      }
+      const { batches: _b, ...engineSummary } = engine;
+      samples.push({ engine: engineSummary, raw, floor: Math.max(raw.single.rate, raw.chunk100.rate) });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  const engineRate = median(samples.map((x) => x.engine.rate));
+  const single = median(samples.map((x) => x.raw.single.rate));
+  const chunk = median(samples.map((x) => x.raw.chunk100.rate));
+  const floor = median(samples.map((x) => x.floor));
+  const base = { label: "raw (faster of the two)", value: floor };
+  line("raw inserts, 1 prepared single-row INSERT per row", single, "rows/s", undefined);
+  samplesLine(samples.map((x) => x.raw.single.rate));
+  line("raw inserts, multi-row INSERT of 100 rows", chunk, "rows/s", undefined);
+  samplesLine(samples.map((x) => x.raw.chunk100.rate));
+  line("append engine (plan, hash chain, idempotency, commit)", engineRate, "events/s", base);
+  samplesLine(samples.map((x) => x.engine.rate));
+  const paired = pairedLine(
+    samples.map((x) => x.engine.rate),
+    samples.map((x) => x.floor),
+    "raw",
+  );
+  const e = samples[0].engine;
+  say(
+    `engine batches: mean ${fmt(e.batchMean)} events per commit (max ${fmt(e.batchMax)}); append latency p50/p99 ${ms(median(samples.map((x) => x.engine.p50)))} / ${ms(median(samples.map((x) => x.engine.p99)))}`,
+  );
+  say(
+    `CPU per event: engine ${fmt(median(samples.map((x) => usPerEvent(x.engine.engineCpuMs, ENGINE_EVENTS))), 1)} µs, raw ${fmt(median(samples.map((x) => usPerEvent(Math.min(x.raw.single.cpuMs, x.raw.chunk100.cpuMs), ENGINE_EVENTS))), 1)} µs`,
+  );
+  results.b = { engineRate, rawSingle: single, rawChunk100: chunk, floor, ratio: engineRate / floor, pairedRatio: paired, samples };
+}
+
+async function partC() {
+  header(`c. catch-up of ${fmt(EVENTS)} events: authority gateway → new replica gateway (loopback) vs JetStream mirror`);
+  const home = tempDir("c-authority");
+  const samples = [];
+  let seeded;
+  let authority;
+  try {
+    note(`c: seeding the authority with ${fmt(EVENTS)} events`);
+    seeded = await runPhase(PHASES, "seed", { home, id: "gw-auth", key: KEY, room: ROOM, events: EVENTS, textBytes: TEXT_BYTES });
+    say(`seeded through group commit in ${fmt(seeded.secs, 1)} s (${fmt(seeded.rate)} events/s); log ends at seq ${fmt(seeded.latest)}`);
+    authority = await startGateway({ home, key: KEY, nodeArgs: NODE_ARGS });
+    for (let s = 0; s < SAMPLES; s++) {
+      note(`c: sample ${s + 1}/${SAMPLES}`);
+      const replicaHome = tempDir("c-replica");
+      const replica = await startGateway({ home: replicaHome, id: `gw-replica-${s}`, key: KEY, nodeArgs: NODE_ARGS });
+      let ours;
+      try {
+        ours = await measured("replicate", { replicaUrl: replica.url, fromUrl: authority.url, key: KEY, room: ROOM }, [authority, replica]);
+      } finally {
+        await replica.stop();
+        rmSync(replicaHome, { recursive: true, force: true });
+      }
+      const pull = await measured("pull-only", { url: authority.url, key: KEY, room: ROOM, limit: 5000 }, [authority]);
+      const applyDir = tempDir("c-raw-apply");
+      let rawApply;
+      try {
+        rawApply = await runPhase(PHASES, "raw-apply", {
+          from: join(home, "state.db"),
+          room: ROOM,
+          pageEvents: Math.round(pull.events / pull.pages),
+          dir: applyDir,
+        });
+      } finally {
+        rmSync(applyDir, { recursive: true, force: true });
+      }
+      const mirror = await runPhase(PHASES, "nats-mirror", { count: EVENTS });
+      samples.push({ ours, pull, rawApply, mirror });
+    }
+  } finally {
+    await authority?.stop();
+    rmSync(home, { recursive: true, force: true });
+  }
+  const oursRate = median(samples.map((x) => x.ours.rate));
+  const mirrorRate = median(samples.map((x) => x.mirror.rate));
+  const pullRate = median(samples.map((x) => x.pull.rate));
+  const base = { label: "JetStream mirror", value: mirrorRate };
+  line(`JetStream mirror catch-up (${fmt(median(samples.map((x) => x.mirror.secs)), 2)} s)`, mirrorRate, "msgs/s", undefined);
+  samplesLine(samples.map((x) => x.mirror.rate));
+  line(`replica catch-up, groups.replicate (${fmt(median(samples.map((x) => x.ours.secs)), 2)} s)`, oursRate, "events/s", base);
+  samplesLine(samples.map((x) => x.ours.rate));
+  const paired = pairedLine(
+    samples.map((x) => x.ours.rate),
+    samples.map((x) => x.mirror.rate),
+    "JetStream",
+  );
+  line("pull + decode only, nothing applied (authority + wire)", pullRate, "events/s", base);
+  samplesLine(samples.map((x) => x.pull.rate));
+  const rawApplyRate = median(samples.map((x) => x.rawApply.rate));
+  line("raw SQLite inserts of the same rows and pages, NORMAL", rawApplyRate, "rows/s", base);
+  samplesLine(samples.map((x) => x.rawApply.rate));
+  const n = samples[0].ours.ingested;
+  say(
+    `CPU per event during catch-up: authority ${fmt(median(samples.map((x) => usPerEvent(x.ours.serverCpuMs[0], n))), 2)} µs, replica ${fmt(median(samples.map((x) => usPerEvent(x.ours.serverCpuMs[1], n))), 2)} µs; ` +
+      `packed page ${fmt(samples[0].pull.bytesPerEvent)} B per event, ${fmt(samples[0].pull.pages)} pages`,
+  );
+  results.c = { seeded, oursRate, mirrorRate, pullRate, rawApplyRate, ratio: oursRate / mirrorRate, pairedRatio: paired, samples };
+}
+
+async function partD() {
+  header(`d. live tail: append on the authority → applied on a following replica, ${fmt(TAIL_RATE)} events/s for ${TAIL_SECONDS} s`);
+  const authority = await gatewayWithRoom("d-authority", "gw-auth");
+  const replicaHome = tempDir("d-replica");
+  const replica = await startGateway({ home: replicaHome, id: "gw-replica", key: KEY, nodeArgs: NODE_ARGS });
+  try {
+    const client = roomClient(replica.url);
+    await new Promise((resolve, reject) => {
+      const stream = client.replicate({ room_id: ROOM, from: { url: authority.url, key: KEY, peer: "" }, follow: true }, authMetadata(KEY));
+      stream.on("data", () => undefined);
+      stream.on("error", reject);
+      stream.on("end", resolve);
+    });
+    client.close();
+    const r = await measured(
+      "tail",
+      {
+        authorityUrl: authority.url,
+        replicaUrl: replica.url,
+        key: KEY,
+        room: ROOM,
+        rate: TAIL_RATE,
+        seconds: TAIL_SECONDS,
+        warmupSeconds: 1,
+        textBytes: TEXT_BYTES,
+      },
+      [authority, replica],
+    );
+    if (r.finished !== "ok") say(`WARNING: not every event reached the replica's tail within 30 s (${r.measured} measured)`);
+    say(`offered ${fmt(r.offeredRate)} events/s; ${fmt(r.measured)} events measured after 1 s of warm-up`);
+    say(`durable ack on the authority     p50 ${ms(r.ackP50)}  p99 ${ms(r.ackP99)}  max ${ms(r.ackMax)}`);
+    say(`applied on the replica (tail)    p50 ${ms(r.appliedP50)}  p99 ${ms(r.appliedP99)}  max ${ms(r.appliedMax)}   (goal: p99 < 20 ms)`);
+    const events = r.sent;
+    say(
+      `CPU per event: authority ${fmt(usPerEvent(r.serverCpuMs[0], events), 1)} µs, replica ${fmt(usPerEvent(r.serverCpuMs[1], events), 1)} µs`,
+    );
+    results.d = r;
+  } finally {
+    await replica.stop();
+    rmSync(replicaHome, { recursive: true, force: true });
+    await authority.destroy();
+  }
+}
+
+preamble();
+const started = performance.now();
+const PART_RUNS = { a: partA, b: partB, c: partC, d: partD };
+for (const [name, run] of Object.entries(PART_RUNS)) {
+  if (!PARTS.has(name)) continue;
+  try {
+    await run();
+  } catch (err) {
+    // One part failing (a gateway that would not start, a build changing under the run) leaves the others measurable.
+    results[name] = { error: String(err?.message ?? err) };
+    say(`part ${name} FAILED: ${err?.message ?? err}`);
+    note(`part ${name} failed: ${err?.stack ?? err}`);
+  }
+}
+const [l1, l5, l15] = loadavg();
+results.machine.loadavgAtEnd = [l1, l5, l15];
+say(`\nload average at end: ${l1.toFixed(2)} ${l5.toFixed(2)} ${l15.toFixed(2)}; total ${fmt((performance.now() - started) / 1000, 0)} s`);
+if (opts.json) process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
