@@ -7,6 +7,7 @@ import { registerMessageCommand } from "./commands/message.js";
 import { registerPeerCommands } from "./commands/peer.js";
 import { registerProfileCommands } from "./commands/profile.js";
 import { registerRelayCommands } from "./commands/relay.js";
+import { registerUpCommand } from "./commands/up.js";
 import { CliContext, type GlobalOptions } from "./context.js";
 import { reportError } from "./output.js";
 
@@ -56,6 +57,7 @@ export function buildProgram(exit: { code: number }): Command {
   registerMessageCommand(program, run);
   registerDeliveriesCommands(program, run);
   registerPeerCommands(program, run);
+  registerUpCommand(program, run);
   return program;
 }
 

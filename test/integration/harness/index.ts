@@ -1,5 +1,6 @@
 // The integration harness: import everything from here.
 
+export { type GatedProvider, type GatedProviderState, startGatedProvider } from "./gated-provider.js";
 export { grpcHealth, type ServingStatus } from "./grpc-health.js";
 export { Ledger, type LedgerVerdict, type ObservedEvent, type SendRecord } from "./ledger.js";
 export { Mesh, type MeshOptions, useMesh } from "./mesh.js";
@@ -14,5 +15,8 @@ export {
   RELAY_GRPC_PORT,
   RELAY_HTTP_PORT,
   RelayNode,
+  type TranscriptMessage,
 } from "./node.js";
+export { assertDense, ledgerSend, observed, RoomsClient, roomRefusal, sendMany, startWriter, type Writer } from "./rooms-client.js";
 export { currentRun, type IntegrationRun } from "./run-context.js";
+export { eventually } from "./wait.js";

@@ -9,6 +9,7 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { Wait } from "testcontainers";
 import { afterAll } from "vitest";
 import { dockerode, isNotFound } from "./docker-client.js";
 import { createNatTopology, type NatTopology } from "./nat.js";
@@ -143,6 +144,9 @@ export class Mesh implements MeshContext {
   async gateway(options: GatewayOptions): Promise<GatewayNode> {
     const volume = await this.volume(options.name);
     const base = this.daemonSpec(volume, [GATEWAY_GRPC_PORT, GATEWAY_HTTP_PORT], /gateway ready:/, options.env);
+    // Copied into the volume before every start (root-owned, world-readable: the daemon reads it,
+    // and an atomic rewrite by the daemon would still work since it owns /data).
+    if (options.config !== undefined) base.files = [...base.files, { content: options.config, target: "/data/config.yaml", mode: 0o644 }];
     const node = this.track(new GatewayNode(this, options, base));
     return node.start();
   }
@@ -173,6 +177,38 @@ export class Mesh implements MeshContext {
           capAdd: ["NET_ADMIN"],
           sysctls: options.sysctls ?? {},
           files: [],
+          startupTimeoutMs: this.startupTimeoutMs,
+        },
+        networks,
+      ),
+    );
+    return node.start();
+  }
+
+  /**
+   * A base-image container running one zero-dependency node script (e.g. the gated provider), as
+   * an unprivileged user, ready when it printed `readyLine`.
+   */
+  async script(
+    name: string,
+    networks: MeshNetwork[],
+    options: { source: string; args?: string[]; ports: number[]; readyLine: RegExp },
+  ): Promise<MeshNode> {
+    const target = `/opt/hermes-it/${name}.mjs`;
+    const node = this.track(
+      new MeshNode(
+        this,
+        name,
+        {
+          image: this.run.baseImage,
+          command: ["node", target, ...(options.args ?? [])],
+          user: "65534:65534",
+          env: {},
+          exposedPorts: options.ports,
+          wait: () => Wait.forLogMessage(options.readyLine),
+          capAdd: [],
+          sysctls: {},
+          files: [{ content: readFileSync(options.source, "utf8"), target, mode: 0o644 }],
           startupTimeoutMs: this.startupTimeoutMs,
         },
         networks,
@@ -276,7 +312,12 @@ export class Mesh implements MeshContext {
 
 /** Mesh.create + afterAll(teardown): call at the top of a describe block or file. */
 export function useMesh(name: string, options: MeshOptions = {}): Mesh {
+  const started = Date.now();
   const mesh = Mesh.create(name, options);
-  afterAll(() => mesh.teardown());
+  afterAll(async () => {
+    await mesh.teardown();
+    // The scenario's wall time: from the file's set-up to the end of the teardown.
+    console.log(`[mesh ${name}] wall time ${((Date.now() - started) / 1000).toFixed(1)} s (set-up, tests and teardown)`);
+  });
   return mesh;
 }

@@ -61,6 +61,19 @@ export interface ExecOptions {
 
 type Hook = (node: MeshNode) => Promise<void>;
 
+/** argv: ms, command…; runs the command with a time limit and prints how it ended on a last line. */
+const WITHIN_SCRIPT = `
+const { spawn } = require("node:child_process");
+const [ms, cmd, ...args] = process.argv.slice(1);
+const child = spawn(cmd, args, { stdio: ["ignore", "inherit", "inherit"] });
+let timedOut = false;
+const timer = setTimeout(() => { timedOut = true; child.kill("SIGTERM"); }, Number(ms));
+child.on("exit", (code) => {
+  clearTimeout(timer);
+  process.stdout.write("\\n__within__ " + JSON.stringify({ code, timedOut }) + "\\n");
+});
+`;
+
 /** GenericContainer has no sysctl setter; the field is protected, so a subclass sets it. */
 class SpecContainer extends GenericContainer {
   withSysctls(sysctls: Record<string, string>): this {
@@ -176,6 +189,31 @@ export class MeshNode {
       throw new Error(`${this.name}: \`${argv.join(" ")}\` exited ${res.exitCode}\nstdout: ${res.stdout}\nstderr: ${res.stderr}`);
     }
     return res.stdout;
+  }
+
+  /** `hermes --json ARGS` in the container, parsed; throws with the output unless it exits 0. */
+  async hermesJson<T = Record<string, unknown>>(args: string[]): Promise<T> {
+    const out = await this.hermes(["--json", ...args]);
+    if (out.exitCode !== 0) throw new Error(`${this.name}: hermes ${args.join(" ")} exited ${out.exitCode}\n${out.stderr}${out.stdout}`);
+    return JSON.parse(out.stdout) as T;
+  }
+
+  /**
+   * `hermes ARGS` in the container, killed (SIGTERM) if it has not ended within `ms`: for commands
+   * expected to hang on a path that drops packets (a dial across a NAT), without waiting for their
+   * own deadlines. `timedOut` says which way it ended.
+   */
+  async hermesWithin(args: string[], ms: number): Promise<ExecOutcome & { timedOut: boolean }> {
+    const prefix = this.mesh.cli === "standin" ? ["node", STANDIN_PATH] : ["hermes"];
+    const res = await this.exec(["node", "-e", WITHIN_SCRIPT, String(ms), ...prefix, ...args]);
+    const marker = /\n?__within__ (\{.*\})\s*$/.exec(res.stdout);
+    const end = marker ? (JSON.parse(marker[1]!) as { code: number | null; timedOut: boolean }) : { code: res.exitCode, timedOut: false };
+    return {
+      exitCode: end.code ?? 1,
+      stdout: marker ? res.stdout.slice(0, marker.index) : res.stdout,
+      stderr: res.stderr,
+      timedOut: end.timedOut,
+    };
   }
 
   /** Run the `hermes` CLI in the container (the real one or the stand-in, as the mesh says). */
@@ -333,7 +371,24 @@ export interface GatewayOptions {
   env?: Record<string, string>;
   /** More `gateway start` arguments. */
   args?: string[];
+  /** HERMES_HOME/config.yaml (YAML text), written into the volume before every start. */
+  config?: string;
 }
+
+export interface TranscriptMessage {
+  seq: number;
+  role: string;
+  content: string;
+}
+
+/** Reads one session's messages (argv: database file, session id); fixed script, arguments as argv. */
+const TRANSCRIPT_SCRIPT = `
+const Database = require("/app/node_modules/better-sqlite3");
+const [file, session] = process.argv.slice(1);
+const db = new Database(file, { readonly: true, fileMustExist: true });
+const rows = db.prepare("SELECT seq, role, content FROM messages WHERE session_id = ? ORDER BY seq").all(session);
+process.stdout.write(JSON.stringify(rows));
+`;
 
 export class GatewayNode extends MeshNode {
   constructor(
@@ -388,6 +443,17 @@ export class GatewayNode extends MeshNode {
     const id = status.id ?? status.gateway_id;
     if (!id) throw new Error(`${this.name}: gateway status has no id: ${out.stdout}`);
     return id;
+  }
+
+  /**
+   * The messages of a profile's canonical Bot Chat: its session id from `hermes profile show`,
+   * the rows from the profile's state.db, opened read-only next to the running gateway.
+   */
+  async botChat(profile: string): Promise<TranscriptMessage[]> {
+    const shown = await this.hermesJson<{ bot_chat_session_id: string }>(["profile", "show", profile]);
+    const db = profile === "default" ? "/data/state.db" : `/data/profiles/${profile}/state.db`;
+    const out = await this.execOk(["node", "-e", TRANSCRIPT_SCRIPT, db, shown.bot_chat_session_id]);
+    return JSON.parse(out) as TranscriptMessage[];
   }
 
   /** Restart with changed options (e.g. `{ id: null }` to prove the id comes from the volume). */

@@ -1,6 +1,7 @@
 import { HermesError } from "@hermes/common";
 import { z } from "zod";
 import type { SourceSpec } from "../app/rooms/room-source.js";
+import { MAX_EPOCH } from "../core/rooms/limits.js";
 
 /**
  * Shapes of the room methods' params, shared by the gRPC and JSON-RPC adapters (validation at the
@@ -10,7 +11,7 @@ import type { SourceSpec } from "../app/rooms/room-source.js";
 
 const roomId = z.string();
 const seq = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
-const authority = z.object({ gateway_id: z.string(), epoch: seq });
+const authority = z.object({ gateway_id: z.string(), epoch: z.number().int().nonnegative().max(MAX_EPOCH) });
 
 export const roomParamSchemas = {
   capabilities: z.object({}).loose(),

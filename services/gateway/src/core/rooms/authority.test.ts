@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { observeEpoch, planDemote, planPromote } from "./authority.js";
 import { hashChains } from "./hash-chain.js";
+import { MAX_EPOCH } from "./limits.js";
 import { newReplicaState, planCreateRoom } from "./room-state.js";
 import type { RoomState } from "./types.js";
 
@@ -165,6 +166,19 @@ describe("planDemote", () => {
       ok: true,
       idempotent: true,
       result: { room_id: "r1", authority_gateway_id: "B", authority_epoch: 3, idempotent: true },
+    });
+  });
+
+  it("bounds epochs so the next promote stays exact on the wire", () => {
+    expect(planDemote(leader(), { observed_gateway_id: "B", observed_epoch: Number.MAX_SAFE_INTEGER }, NOW)).toMatchObject({
+      ok: false,
+      refusal: { reason: "invalid_params" },
+    });
+    const demoted = planDemote(leader(), { observed_gateway_id: "B", observed_epoch: MAX_EPOCH }, NOW);
+    if (!demoted.ok || demoted.idempotent) throw new Error("demote to MAX_EPOCH should succeed");
+    expect(planPromote(demoted.state, { confirm: true, max_durable_epoch: 0 }, NOW)).toMatchObject({
+      ok: false,
+      refusal: { reason: "limit_exceeded" },
     });
   });
 

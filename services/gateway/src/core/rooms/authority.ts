@@ -1,4 +1,4 @@
-import { MAX_NAME_CHARS } from "./limits.js";
+import { MAX_EPOCH, MAX_NAME_CHARS } from "./limits.js";
 import { formatAuthority, maxEpoch, sameAuthority } from "./lineage.js";
 import { type Refusal, refusal } from "./refusal.js";
 import { AUTHORITY_CONTROL_ACTOR, nextServerEvent } from "./room-state.js";
@@ -121,6 +121,12 @@ export function planPromote(state: RoomState, input: PromoteInput, now: string):
       state.fenced_by?.epoch ?? 0,
       maxEpoch(state.lineage),
     ) + 1;
+  if (epoch > MAX_EPOCH) {
+    return {
+      ok: false,
+      refusal: refusal("limit_exceeded", `room ${state.room_id} has used up its epochs (the next would be ${epoch}, above ${MAX_EPOCH})`),
+    };
+  }
   const previous = state.fenced_by ?? state.authority;
   const claimSeq = state.last_seq + 1;
   const claim = nextServerEvent(
@@ -200,10 +206,12 @@ export function planDemote(state: RoomState, input: DemoteInput, now: string): D
   const gateway = checkId(input.observed_gateway_id, "observed_gateway_id");
   if (!gateway.ok) return { ok: false, refusal: gateway.refusal };
   const epoch = input.observed_epoch;
-  if (typeof epoch !== "number" || !Number.isSafeInteger(epoch) || epoch < 1) {
+  if (typeof epoch !== "number" || !Number.isSafeInteger(epoch) || epoch < 1 || epoch > MAX_EPOCH) {
     return {
       ok: false,
-      refusal: refusal("invalid_params", "observed_epoch is required and must be a positive integer", { field: "observed_epoch" }),
+      refusal: refusal("invalid_params", `observed_epoch is required and must be an integer from 1 to ${MAX_EPOCH}`, {
+        field: "observed_epoch",
+      }),
     };
   }
   const observed = { gateway_id: gateway.value, epoch };

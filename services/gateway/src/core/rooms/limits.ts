@@ -34,3 +34,8 @@ export const MAX_PAGE_MAX_BYTES = 6 * 1024 * 1024;
 export const MIN_PAGE_MAX_BYTES = 1024;
 /** Most sends one group-commit batch may carry; keeps one SQLite transaction short. */
 export const MAX_BATCH_APPENDS = 1000;
+/**
+ * The highest authority epoch a gateway accepts or claims. Epochs count promotions, so this is
+ * never reached in practice; the bound keeps `epoch + 1` exact in a double and on the wire.
+ */
+export const MAX_EPOCH = 2 ** 40;

@@ -1,0 +1,605 @@
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { connect, createServer } from "node:net";
+import { isAbsolute, join, relative, resolve } from "node:path";
+import type { ServiceError } from "@grpc/grpc-js";
+import { fromServiceError, HermesError, readEnvFile, systemClock, writeFileAtomic } from "@hermes/common";
+import { addPeer, HermesHome } from "@hermes/gateway";
+import { GatewayServiceClient } from "@hermes/proto/hermes/v1/gateway";
+import { type ReplicateProgress, type Room, RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
+import { KeyAdmin, RelayStore, relayControlSocket, relayDbPath } from "@hermes/relay";
+import type { Command } from "commander";
+import { z } from "zod";
+import { CliContext } from "../context.js";
+import type { CommandRunner } from "../main.js";
+import { table } from "../output.js";
+import { Child, type ChildSpec, lostPortRace } from "./children.js";
+import {
+  DEMO_ROOM,
+  type GatewayPlan,
+  MAX_GATEWAYS,
+  type MeshPlan,
+  memberSpecs,
+  planMesh,
+  RELAY_NAME,
+  tryCommands,
+  WELCOME_EVENT_ID,
+} from "./demo-plan.js";
+
+/**
+ * `hermes up [--gateways N] [--dir DIR]` (§9): the local mesh for newcomers. A relay and N gateways
+ * run as child processes of this command, each with its own home under DIR; demo bots and a room
+ * (authority on gw-1, replicas following on the others) are set up; the command prints where
+ * everything is and what to try, then waits. Ctrl-C (SIGINT) or SIGTERM stops every child
+ * gracefully. Running it again on the same DIR reuses everything there (same ports when free, same
+ * keys, same bots and room; whatever moved, e.g. the room's authority, stays moved).
+ */
+
+const STATE_FILE = "up.json";
+/** Unix socket paths must fit in sun_path (104 bytes on macOS, 108 on Linux). */
+const MAX_SOCKET_PATH = 100;
+const STOP_GRACE_MS = 15_000;
+const PORT_ATTEMPTS = 3;
+
+const portsSchema = z.object({ grpc: z.number().int().min(0).max(65535), http: z.number().int().min(0).max(65535) });
+type Ports = z.infer<typeof portsSchema>;
+
+/** DIR/up.json: what a later run reuses (the API key every gateway accepts, the ports). */
+const upStateSchema = z.object({
+  api_key: z.string().min(16),
+  ports: z.record(z.string(), portsSchema),
+  /** Child pids while the mesh runs (so a second `hermes up` can say what holds the folder). */
+  pids: z.record(z.string(), z.number().int()).optional(),
+});
+type UpState = z.infer<typeof upStateSchema>;
+
+interface Layout {
+  dir: string;
+  relayDir: string;
+  logsDir: string;
+  homes: Map<string, HermesHome>;
+}
+
+// ------------------------------------------------------------------------------------------
+// Files under DIR
+
+function layout(dir: string, plan: MeshPlan): Layout {
+  return {
+    dir,
+    relayDir: join(dir, RELAY_NAME),
+    logsDir: join(dir, "logs"),
+    homes: new Map(plan.gateways.map((g) => [g.name, new HermesHome(join(dir, g.name))])),
+  };
+}
+
+/** The previous run's state; a missing or damaged file means new ports and key (bots and rooms stay). */
+function loadState(dir: string): UpState | undefined {
+  const file = join(dir, STATE_FILE);
+  if (!existsSync(file)) return undefined;
+  try {
+    const parsed = upStateSchema.safeParse(JSON.parse(readFileSync(file, "utf8")));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function saveState(dir: string, state: UpState): void {
+  writeFileAtomic(join(dir, STATE_FILE), `${JSON.stringify(state, null, 2)}\n`, 0o600);
+}
+
+/** Sets KEY=VALUE lines in a .env file (mode 0600), keeping every other line. */
+function setEnvVars(file: string, vars: Record<string, string>): void {
+  const lines = existsSync(file) ? readFileSync(file, "utf8").split(/\r?\n/) : [];
+  const pending = new Map(Object.entries(vars));
+  const out = lines.map((line) => {
+    const name = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=/.exec(line)?.[1];
+    if (!name || !pending.has(name)) return line;
+    const value = pending.get(name)!;
+    pending.delete(name);
+    return `${name}=${value}`;
+  });
+  while (out.length > 0 && out[out.length - 1] === "") out.pop();
+  for (const [name, value] of pending) out.push(`${name}=${value}`);
+  writeFileAtomic(file, `${out.join("\n")}\n`, 0o600);
+}
+
+// ------------------------------------------------------------------------------------------
+// Ports and sockets
+
+function listenOnce(port: number): Promise<number | undefined> {
+  return new Promise((resolvePort) => {
+    const server = createServer();
+    server.once("error", () => resolvePort(undefined));
+    server.listen({ port, host: "127.0.0.1", exclusive: true }, () => {
+      const address = server.address();
+      const bound = typeof address === "object" && address ? address.port : undefined;
+      server.close(() => resolvePort(bound));
+    });
+  });
+}
+
+/** Each wanted port if it is free (and not taken twice), else a free one the system picks. */
+async function choosePorts(wanted: Record<string, Ports>): Promise<Record<string, Ports>> {
+  const taken = new Set<number>();
+  const pick = async (port: number | undefined): Promise<number> => {
+    if (port !== undefined && port > 0 && !taken.has(port) && (await listenOnce(port)) === port) {
+      taken.add(port);
+      return port;
+    }
+    for (;;) {
+      const fresh = await listenOnce(0);
+      if (fresh !== undefined && !taken.has(fresh)) {
+        taken.add(fresh);
+        return fresh;
+      }
+    }
+  };
+  const out: Record<string, Ports> = {};
+  for (const [name, ports] of Object.entries(wanted)) out[name] = { grpc: await pick(ports.grpc), http: await pick(ports.http) };
+  return out;
+}
+
+function socketAnswers(path: string): Promise<boolean> {
+  if (!existsSync(path)) return Promise.resolve(false);
+  return new Promise((answer) => {
+    const socket = connect(path);
+    socket.once("connect", () => {
+      socket.destroy();
+      answer(true);
+    });
+    socket.once("error", () => answer(false));
+  });
+}
+
+/** Refuses when a relay or gateway of this folder already runs (a second `hermes up`, or a leftover). */
+async function assertNotRunning(l: Layout, previous: UpState | undefined): Promise<void> {
+  const sockets = [
+    [RELAY_NAME, relayControlSocket(l.relayDir)],
+    ...[...l.homes].map(([name, home]) => [name, home.controlSocket]),
+  ] as const;
+  for (const [name, socket] of sockets) {
+    if (await socketAnswers(socket)) {
+      const pid = previous?.pids?.[name];
+      throw new HermesError(
+        "already_exists",
+        `${name} of ${l.dir} is already running${pid ? ` (pid ${pid})` : ""}: is another hermes up using this folder? Stop it with Ctrl-C there${pid ? ` (or kill ${pid})` : ""}, or pass another --dir`,
+      );
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Keys and peers (before anything starts: plain files and the relay's database)
+
+/**
+ * One relay key per gateway (connection = gateway name), kept in the gateway's .env as
+ * HERMES_RELAY_KEY. A gateway that has its key and a relay that knows the connection are left as
+ * they are; a side that lost its half gets a fresh pair.
+ */
+function prepareRelayKeys(l: Layout, plan: MeshPlan): void {
+  mkdirSync(l.relayDir, { recursive: true, mode: 0o700 });
+  const store = new RelayStore(relayDbPath(l.relayDir));
+  try {
+    const admin = new KeyAdmin(store, systemClock);
+    const known = new Set(store.keys().map((k) => k.connection));
+    for (const g of plan.gateways) {
+      const home = l.homes.get(g.name)!;
+      if (readEnvFile(home.envFile).HERMES_RELAY_KEY && known.has(g.name)) continue;
+      if (known.has(g.name)) store.revokeKey(g.name);
+      setEnvVars(home.envFile, { HERMES_RELAY_KEY: admin.add(g.name).key });
+    }
+  } finally {
+    store.close();
+  }
+}
+
+/** Every gateway knows every other as a peer (URL and the mesh's API key): replicate --from gw-2 works. */
+function preparePeers(l: Layout, plan: MeshPlan, ports: Record<string, Ports>, apiKey: string): void {
+  for (const g of plan.gateways) {
+    const home = l.homes.get(g.name)!;
+    setEnvVars(home.envFile, { API_SERVER_KEY: apiKey });
+    for (const other of plan.gateways) {
+      if (other.name === g.name) continue;
+      addPeer(home, { name: other.name, url: `grpc://127.0.0.1:${ports[other.name]!.grpc}`, key: apiKey, note: "hermes up" });
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Children
+
+class Mesh {
+  readonly children: Child[] = [];
+  private closed = false;
+
+  /** Starts a daemon and waits for its ready line; retries with other ports if it lost a port race. */
+  async start(
+    name: string,
+    kind: "gateway" | "relay",
+    ports: Ports,
+    args: (p: Ports) => string[],
+    logFile: string,
+  ): Promise<{ child: Child; ports: Ports }> {
+    let current = ports;
+    for (let attempt = 1; ; attempt++) {
+      if (this.closed) throw new HermesError("unavailable", `not starting ${name}: the mesh is stopping`);
+      const child = new Child({ name, kind, args: args(current), logFile });
+      this.children.push(child);
+      try {
+        await child.ready();
+        return { child, ports: current };
+      } catch (err) {
+        this.children.splice(this.children.indexOf(child), 1);
+        if (attempt >= PORT_ATTEMPTS || !lostPortRace(err, child)) throw err;
+        current = (await choosePorts({ [name]: { grpc: 0, http: 0 } }))[name]!;
+      }
+    }
+  }
+
+  /** Gateways first (they flush and say goodbye to the relay), then the relay; how each ended. */
+  async stopAll(): Promise<string[]> {
+    this.closed = true;
+    const stop = (kind: ChildSpec["kind"]) =>
+      Promise.all(
+        this.children
+          .filter((c) => c.spec.kind === kind)
+          .map(async (c) => {
+            const { code, signal } = await c.stop(STOP_GRACE_MS);
+            return `${c.spec.name} (${signal ? `killed by ${signal}` : `exit ${code}`})`;
+          }),
+      );
+    const gateways = await stop("gateway");
+    return [...gateways, ...(await stop("relay"))];
+  }
+
+  /** Last resort on process exit (synchronous): nothing may outlive `hermes up`. */
+  killAll(): void {
+    for (const c of this.children) c.kill("SIGTERM");
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Demo set-up through each gateway's control socket
+
+async function waitFor<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined) return value;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) {
+      throw new HermesError("timeout", `${what} did not happen within ${timeoutMs / 1000} s${last ? ` (${(last as Error).message})` : ""}`);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+interface Gw {
+  plan: GatewayPlan;
+  ctx: CliContext;
+  gateway: GatewayServiceClient;
+  rooms: RoomServiceClient;
+}
+
+async function ensureBots(gw: Gw): Promise<void> {
+  const { profiles } = await gw.ctx.call(gw.gateway, gw.gateway.listProfiles, {});
+  const have = new Set(profiles.map((p) => p.name));
+  for (const bot of gw.plan.bots) {
+    if (have.has(bot.name)) continue;
+    await gw.ctx.call(gw.gateway, gw.gateway.createProfile, {
+      name: bot.name,
+      title: bot.title,
+      description: bot.description,
+      model: "",
+      provider: "",
+      clone_from: "",
+      soul: "",
+    });
+  }
+}
+
+async function roomOn(gw: Gw): Promise<Room | undefined> {
+  try {
+    return (await gw.ctx.call(gw.rooms, gw.rooms.state, { room_id: DEMO_ROOM, include_disbanded: true })).room;
+  } catch (err) {
+    if (err instanceof HermesError && err.reason === "not_found") return undefined;
+    throw err;
+  }
+}
+
+function replicate(gw: Gw, from: string): Promise<ReplicateProgress | undefined> {
+  return new Promise((done, fail) => {
+    let last: ReplicateProgress | undefined;
+    const stream = gw.rooms.replicate({ room_id: DEMO_ROOM, from: { url: "", key: "", peer: from }, follow: true }, gw.ctx.metadata());
+    stream.on("data", (p: ReplicateProgress) => {
+      last = p;
+    });
+    stream.on("error", (err: ServiceError) => fail(fromServiceError(err)));
+    stream.on("end", () => done(last));
+  });
+}
+
+/**
+ * The demo room: created on gw-1 the first time (with a welcome message that starts a discussion
+ * among its members), then every other gateway follows whoever leads it now. Returns the authority.
+ */
+async function ensureRoom(gws: Gw[], plan: MeshPlan, notes: string[]): Promise<{ gateway: string; epoch: number }> {
+  const states = await Promise.all(gws.map(roomOn));
+  const leaders = gws
+    .map((gw, i) => ({ gw, room: states[i] }))
+    .filter((x) => x.room?.role === "authority" && !x.room.fenced_by)
+    .sort((x, y) => y.room!.authority_epoch - x.room!.authority_epoch);
+  let authority: { gateway: string; epoch: number };
+  if (leaders[0]) {
+    authority = { gateway: leaders[0].gw.plan.name, epoch: leaders[0].room!.authority_epoch };
+  } else if (states.some((s) => s !== undefined)) {
+    const known = states.find((s) => s !== undefined)!;
+    throw new HermesError(
+      "refused",
+      `room ${DEMO_ROOM} has no running authority here (the copies name ${known.authority_gateway_id}@${known.authority_epoch}); finish the authority move (docs/OPERATIONS.md) or remove ${DEMO_ROOM} from the homes`,
+    );
+  } else {
+    const first = gws[0]!;
+    await first.ctx.call(first.rooms, first.rooms.create, {
+      room_id: DEMO_ROOM,
+      name: "Lobby",
+      members: memberSpecs(plan, first.plan.name).map((spec) => {
+        const at = spec.indexOf("@");
+        return at < 0
+          ? { member_id: spec, profile: spec }
+          : { member_id: spec, profile: spec.slice(0, at), gateway_id: spec.slice(at + 1) };
+      }),
+    });
+    await first.ctx.call(first.rooms, first.rooms.send, {
+      room_id: DEMO_ROOM,
+      event_id: WELCOME_EVENT_ID,
+      payload: { text: `Welcome to the lobby! It lives on ${first.plan.name} and is replicated to the other gateways. Say hello, @all.` },
+    });
+    authority = { gateway: first.plan.name, epoch: 1 };
+  }
+  await Promise.all(
+    gws
+      .filter((gw) => gw.plan.name !== authority.gateway)
+      .map(async (gw) => {
+        const s = await gw.ctx.call(gw.rooms, gw.rooms.replicaState, { room_id: DEMO_ROOM }).catch(() => undefined);
+        const following = s?.following && s.following.state !== "stopped" && s.authority?.gateway_id === authority.gateway;
+        if (following) return;
+        try {
+          await replicate(gw, authority.gateway);
+        } catch (err) {
+          notes.push(`${gw.plan.name} could not replicate ${DEMO_ROOM} from ${authority.gateway}: ${(err as Error).message}`);
+        }
+      }),
+  );
+  return authority;
+}
+
+// ------------------------------------------------------------------------------------------
+// The run
+
+function displayPath(path: string): string {
+  const rel = relative(process.cwd(), path);
+  return rel.length > 0 && !rel.startsWith("..") && !isAbsolute(rel) ? rel : path;
+}
+
+/** Runs the local mesh until Ctrl-C (loaded only for `hermes up`: it needs the gateway and relay packages). */
+export async function up(count: number, dir: string): Promise<void> {
+  const plan = planMesh(count);
+  const l = layout(dir, plan);
+  const longest = join(dir, plan.gateways.at(-1)!.name, "gateway.sock");
+  if (Buffer.byteLength(longest) > MAX_SOCKET_PATH) {
+    throw new HermesError("invalid_params", `--dir ${dir} is too deep for the gateways' control sockets (${longest}); pick a shorter path`);
+  }
+  mkdirSync(l.logsDir, { recursive: true, mode: 0o700 });
+  for (const home of l.homes.values()) home.ensureRoot();
+  const previous = loadState(dir);
+  await assertNotRunning(l, previous);
+
+  const wanted: Record<string, Ports> = { [RELAY_NAME]: previous?.ports[RELAY_NAME] ?? plan.relayPorts };
+  for (const g of plan.gateways) wanted[g.name] = previous?.ports[g.name] ?? g.preferredPorts;
+  const ports = await choosePorts(wanted);
+  const state: UpState = { api_key: previous?.api_key ?? randomBytes(24).toString("base64url"), ports, pids: {} };
+  prepareRelayKeys(l, plan);
+
+  const mesh = new Mesh();
+  // Nothing may outlive `hermes up`, even when it dies of an error.
+  const onExit = () => mesh.killAll();
+  process.once("exit", onExit);
+  let signalled: (signal: string) => void = () => undefined;
+  const stopSignal = new Promise<string>((resolveSignal) => {
+    signalled = resolveSignal;
+  });
+  let stopping: Promise<void> | undefined;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (!stopping) process.stderr.write(`\nhermes up: ${signal}, stopping the mesh…\n`);
+    signalled(signal);
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+
+  const contexts: CliContext[] = [];
+  let ended: string[] = [];
+  const shutdown = () => {
+    stopping ??= (async () => {
+      for (const ctx of contexts) ctx.close();
+      ended = await mesh.stopAll();
+      saveState(dir, { ...state, pids: {} });
+    })();
+    return stopping;
+  };
+
+  try {
+    const setUp = startAndSetUp(plan, l, ports, state, mesh, contexts, () => stopping !== undefined);
+    const first = await Promise.race([
+      setUp.then((r) => ({ kind: "ready" as const, ...r })),
+      stopSignal.then(() => ({ kind: "signal" as const })),
+    ]);
+    if (first.kind === "signal") {
+      setUp.catch(() => undefined); // it fails as its children stop: nothing to report
+      await shutdown();
+      process.stdout.write("hermes up: stopped before the mesh was ready\n");
+      return;
+    }
+    printSummary(dir, plan, l, ports, mesh, first.authority, first.notes);
+
+    // Running: until a signal, or until a child dies on its own.
+    const died = Promise.race(mesh.children.map((c) => c.exited.then(() => c)));
+    const outcome = await Promise.race([stopSignal.then(() => undefined), died]);
+    if (outcome) {
+      const err = childExit(outcome);
+      await shutdown();
+      throw err;
+    }
+    await shutdown();
+    process.stdout.write(`hermes up: stopped ${ended.join(", ")}; run it again to resume where you left off\n`);
+  } catch (err) {
+    await shutdown();
+    throw err;
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+    process.off("exit", onExit);
+  }
+}
+
+/** Relay, then gateways, then the demo set-up; returns the room's authority and any notes. */
+async function startAndSetUp(
+  plan: MeshPlan,
+  l: Layout,
+  ports: Record<string, Ports>,
+  state: UpState,
+  mesh: Mesh,
+  contexts: CliContext[],
+  stopped: () => boolean,
+): Promise<{ authority: { gateway: string; epoch: number }; notes: string[] }> {
+  const relay = await mesh.start(
+    RELAY_NAME,
+    "relay",
+    ports[RELAY_NAME]!,
+    (p) => ["relay", "start", "--data", l.relayDir, "--grpc", `127.0.0.1:${p.grpc}`, "--http", `127.0.0.1:${p.http}`],
+    join(l.logsDir, `${RELAY_NAME}.log`),
+  );
+  ports[RELAY_NAME] = relay.ports;
+  state.pids![RELAY_NAME] = relay.child.pid;
+  preparePeers(l, plan, ports, state.api_key);
+  const started = await Promise.all(
+    plan.gateways.map((g) =>
+      mesh.start(
+        g.name,
+        "gateway",
+        ports[g.name]!,
+        (p) => [
+          "--home",
+          l.homes.get(g.name)!.root,
+          "gateway",
+          "start",
+          "--id",
+          g.name,
+          "--grpc",
+          `127.0.0.1:${p.grpc}`,
+          "--http",
+          `127.0.0.1:${p.http}`,
+          "--relay",
+          `grpc://127.0.0.1:${relay.ports.grpc}`,
+        ],
+        join(l.logsDir, `${g.name}.log`),
+      ),
+    ),
+  );
+  let moved = false;
+  plan.gateways.forEach((g, i) => {
+    const s = started[i]!;
+    moved ||= s.ports.grpc !== ports[g.name]!.grpc;
+    ports[g.name] = s.ports;
+    state.pids![g.name] = s.child.pid;
+  });
+  // A gateway that had to take other ports: the others' peer entries follow (read on next use).
+  if (moved) preparePeers(l, plan, ports, state.api_key);
+  saveState(l.dir, state);
+  if (stopped()) throw new HermesError("unavailable", "stopped during set-up");
+
+  const gws: Gw[] = plan.gateways.map((g) => {
+    const ctx = new CliContext({ home: l.homes.get(g.name)!.root });
+    contexts.push(ctx);
+    return { plan: g, ctx, gateway: ctx.client(GatewayServiceClient), rooms: ctx.client(RoomServiceClient) };
+  });
+  await Promise.all(gws.map(ensureBots));
+  await Promise.all(
+    gws.map((gw) =>
+      waitFor(
+        `${gw.plan.name}'s relay link`,
+        async () => ((await gw.ctx.call(gw.gateway, gw.gateway.status, {})).relay?.state === "connected" ? true : undefined),
+        30_000,
+      ),
+    ),
+  );
+  const notes: string[] = [];
+  const authority = await ensureRoom(gws, plan, notes);
+  return { authority, notes };
+}
+
+function childExit(c: Child): HermesError {
+  return new HermesError(
+    "unavailable",
+    `${c.spec.name} (pid ${c.pid}) ${c.process.signalCode ? `was killed by ${c.process.signalCode}` : `exited with code ${c.process.exitCode}`} on its own; the mesh was stopped. Its last output (full log: ${c.spec.logFile}):\n${c.tail()}`,
+  );
+}
+
+function printSummary(
+  dir: string,
+  plan: MeshPlan,
+  l: Layout,
+  ports: Record<string, Ports>,
+  mesh: Mesh,
+  authority: { gateway: string; epoch: number },
+  notes: string[],
+): void {
+  const pid = (name: string) => String(mesh.children.find((c) => c.spec.name === name)?.pid ?? "-");
+  const rows = [
+    [
+      RELAY_NAME,
+      `127.0.0.1:${ports[RELAY_NAME]!.grpc}`,
+      `127.0.0.1:${ports[RELAY_NAME]!.http}`,
+      displayPath(l.relayDir),
+      "-",
+      pid(RELAY_NAME),
+    ],
+    ...plan.gateways.map((g) => [
+      g.name,
+      `127.0.0.1:${ports[g.name]!.grpc}`,
+      `127.0.0.1:${ports[g.name]!.http}`,
+      displayPath(l.homes.get(g.name)!.root),
+      g.bots.map((b) => `${b.name} (${b.title})`).join(", "),
+      pid(g.name),
+    ]),
+  ];
+  const replicas = plan.gateways.map((g) => g.name).filter((n) => n !== authority.gateway);
+  const sections = tryCommands(plan, {
+    hermes: "npx hermes",
+    homeArg: (g) => displayPath(l.homes.get(g)!.root),
+    authority,
+  });
+  const out = [
+    "",
+    `hermes up: a local mesh in ${displayPath(dir)}: a relay and ${plan.gateways.length} gateway(s), each a child process of this command`,
+    "",
+    table(["NAME", "GRPC", "HTTP", "HOME / DATA", "BOTS", "PID"], rows),
+    "",
+    `room ${DEMO_ROOM}: authority ${authority.gateway}@${authority.epoch}${replicas.length > 0 ? `, replicas following on ${replicas.join(", ")}` : ""}`,
+    `logs: ${displayPath(l.logsDir)}/<name>.log    metrics: curl -s 127.0.0.1:${ports[plan.gateways[0]!.name]!.http}/metrics`,
+    ...notes.map((n) => `note: ${n}`),
+    "",
+    "what to try, in another terminal:",
+    ...sections.flatMap((s) => [`  # ${s.title}`, ...s.commands.map((c) => `  ${c}`)]),
+    "",
+    "Ctrl-C stops everything; run it again to resume where you left off.",
+    `mesh ready: dir=${dir} relay=127.0.0.1:${ports[RELAY_NAME]!.grpc} gateways=${plan.gateways.map((g) => `${g.name}@127.0.0.1:${ports[g.name]!.grpc}`).join(",")}`,
+    "",
+  ];
+  process.stdout.write(out.join("\n"));
+}

@@ -1,0 +1,194 @@
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { mkdirSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { assertBuilt, cleanEnv, HERMES_BIN, removeHome, tempHome } from "./support/cli-harness.js";
+
+/**
+ * `hermes up` as a newcomer runs it (the built CLI as a subprocess, in a folder of its own): it
+ * starts a relay and three gateways, prints where they are and what to try; the printed commands
+ * work as printed; SIGINT stops every child; a second run on the same folder reuses it (same
+ * ports, keys, bots and room) and a concurrent one is refused.
+ */
+
+interface Up {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+let workDir: string;
+const running: Up[] = [];
+
+beforeAll(() => {
+  assertBuilt();
+  workDir = tempHome("hup-");
+  mkdirSync(workDir, { recursive: true });
+});
+
+afterAll(async () => {
+  for (const u of running) {
+    if (u.child.exitCode === null) {
+      u.child.kill("SIGINT");
+      await u.exited;
+    }
+  }
+  if (workDir) removeHome(workDir);
+});
+
+/** `hermes up --dir mesh` started from workDir, so the printed homes are relative to it ("mesh/gw-1"). */
+function startUp(args: string[] = []): Up {
+  const child = spawn(process.execPath, [HERMES_BIN, "up", "--dir", "mesh", ...args], {
+    cwd: workDir,
+    env: cleanEnv(),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout!.setEncoding("utf8").on("data", (d: string) => (out += d));
+  child.stderr!.setEncoding("utf8").on("data", (d: string) => (out += d));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const up = { child, output: () => out, exited };
+  running.push(up);
+  return up;
+}
+
+async function ready(up: Up, timeoutMs = 90_000): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  while (!/^mesh ready: /m.test(up.output())) {
+    if (up.child.exitCode !== null) throw new Error(`hermes up exited ${up.child.exitCode} before it was ready:\n${up.output()}`);
+    if (Date.now() > deadline) throw new Error(`hermes up not ready within ${timeoutMs} ms:\n${up.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return up.output();
+}
+
+/** Splits a printed command line into argv (words; "double quoted" words keep their spaces). */
+function argv(line: string): string[] {
+  return [...line.matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2]!);
+}
+
+/** The printed "what to try" commands, as argv after `npx hermes`. */
+function printedCommands(output: string): string[][] {
+  return output
+    .split("\n")
+    .filter((l) => l.startsWith("  npx hermes "))
+    .map((l) => argv(l.trim()).slice(2));
+}
+
+/** Runs a printed command the way a user would from workDir (no shell: argv as printed). */
+function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [HERMES_BIN, ...args], { cwd: workDir, env: cleanEnv(), timeout: 60_000 }, (err, stdout, stderr) =>
+      resolve({ code: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+/** The table rows: NAME GRPC HTTP HOME BOTS… PID. */
+function table(output: string): Map<string, { grpc: string; pid: number }> {
+  const rows = new Map<string, { grpc: string; pid: number }>();
+  for (const line of output.split("\n")) {
+    const m = /^(relay|gw-\d)\s+(127\.0\.0\.1:\d+)\s+127\.0\.0\.1:\d+\s+.*\s(\d+)$/.exec(line);
+    if (m) rows.set(m[1]!, { grpc: m[2]!, pid: Number(m[3]) });
+  }
+  return rows;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function stopWithSigint(up: Up): Promise<number | null> {
+  up.child.kill("SIGINT");
+  return up.exited;
+}
+
+describe("hermes up", () => {
+  let firstTable: Map<string, { grpc: string; pid: number }>;
+
+  it("starts a relay and three gateways with demo bots and a replicated room; the printed commands work", async () => {
+    const up = startUp();
+    const out = await ready(up);
+    firstTable = table(out);
+    expect([...firstTable.keys()]).toEqual(["relay", "gw-1", "gw-2", "gw-3"]);
+    expect(out).toMatch(/gw-1 .*alice \(Researcher\), bob \(Writer\)/);
+    expect(out).toMatch(/room lobby: authority gw-1@1, replicas following on gw-2, gw-3/);
+    expect(readdirSync(join(workDir, "mesh")).sort()).toEqual(["gw-1", "gw-2", "gw-3", "logs", "relay", "up.json"]);
+
+    const commands = printedCommands(out);
+    expect(commands.length).toBeGreaterThanOrEqual(8);
+    const find = (pattern: RegExp) => {
+      const c = commands.find((args) => pattern.test(args.join(" ")));
+      if (!c) throw new Error(`no printed command matches ${pattern}:\n${out}`);
+      return c;
+    };
+    expect(find(/ chat -q /)).toEqual(["--home", "mesh/gw-1", "-p", "alice", "chat", "-q", "hello, who are you?"]);
+
+    const chat = await run(find(/ chat -q /));
+    expect(chat.stderr).toBe("");
+    expect(chat.stdout).toMatch(/alice \(Researcher\)/);
+
+    // Across gateways, through the relay.
+    const message = await run(find(/ message carol@gw-2 /));
+    expect(message.code, message.stderr).toBe(0);
+    expect(message.stdout).toMatch(/carol \(Reviewer\) here/);
+
+    // The room: send on the authority, read on a replica (it follows).
+    const send = await run(find(/groups send lobby/));
+    expect(send.code, send.stderr).toBe(0);
+    const seq = Number(/sent: seq (\d+)/.exec(send.stdout)?.[1]);
+    let log = "";
+    for (let i = 0; i < 50 && !/hello @all/.test(log); i++) {
+      log = (await run(find(/gw-2 groups log lobby/))).stdout;
+      if (!/hello @all/.test(log)) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(log).toMatch(new RegExp(`^${seq}\\s+1\\s+message\\.user\\s+user\\s+hello @all`, "m"));
+
+    // A second `hermes up` on the same folder while this one runs is refused (exit 2).
+    const second = await run(["up", "--dir", "mesh"]);
+    expect(second.code).toBe(2);
+    expect(second.stderr).toMatch(/already running \(pid \d+\)/);
+
+    // Ctrl-C: every child stops, gracefully, and so does hermes up.
+    expect(await stopWithSigint(up)).toBe(0);
+    // Graceful: every child ended by itself after SIGTERM (none needed the SIGKILL).
+    expect(up.output()).toMatch(/hermes up: stopped gw-1 \(exit 0\), gw-2 \(exit 0\), gw-3 \(exit 0\), relay \(exit 0\)/);
+    for (const [name, row] of firstTable) expect(alive(row.pid), `${name} (pid ${row.pid}) still runs`).toBe(false);
+  }, 150_000);
+
+  it("reuses the folder on a second run: same ports, bots and room, nothing created twice", async () => {
+    const up = startUp();
+    const out = await ready(up);
+    const again = table(out);
+    for (const name of ["relay", "gw-1", "gw-2", "gw-3"]) expect(again.get(name)?.grpc).toBe(firstTable.get(name)?.grpc);
+    expect(out).toMatch(/room lobby: authority gw-1@1, replicas following on gw-2, gw-3/);
+
+    const profiles = await run(["--home", "mesh/gw-2", "--json", "profile", "list"]);
+    expect((JSON.parse(profiles.stdout) as { profiles: { name: string }[] }).profiles.map((p) => p.name).sort()).toEqual([
+      "carol",
+      "dave",
+      "default",
+    ]);
+    const rooms = await run(["--home", "mesh/gw-1", "--json", "groups", "list"]);
+    expect((JSON.parse(rooms.stdout) as { rooms: { room_id: string }[] }).rooms.map((r) => r.room_id)).toEqual(["lobby"]);
+    const log = await run(["--home", "mesh/gw-1", "--json", "groups", "log", "lobby", "--limit", "500"]);
+    const welcomes = (JSON.parse(log.stdout) as { events: { event_id: string }[] }).events.filter(
+      (e) => e.event_id === "hermes-up-welcome",
+    );
+    expect(welcomes).toHaveLength(1);
+    // The replica resumed following on its own after the restart (a registered peer).
+    const state = await run(["--home", "mesh/gw-3", "--json", "groups", "replica-state", "lobby"]);
+    expect(JSON.parse(state.stdout)).toMatchObject({ following: { state: "following", source: expect.stringContaining("gw-1") } });
+
+    up.child.kill("SIGTERM");
+    expect(await up.exited).toBe(0);
+    expect(up.output()).toMatch(/hermes up: SIGTERM, stopping the mesh/);
+    expect(up.output()).toMatch(/hermes up: stopped gw-1 \(exit 0\), gw-2 \(exit 0\), gw-3 \(exit 0\), relay \(exit 0\)/);
+    for (const [name, row] of again) expect(alive(row.pid), `${name} (pid ${row.pid}) still runs`).toBe(false);
+  }, 150_000);
+});
