@@ -9,7 +9,7 @@ npm run --silent build
 echo "test: typecheck of sources and tests (tsc --noEmit)"
 npx tsc -p tsconfig.json
 echo "test: lint and format (biome check)"
-npx biome check .
+npx biome check --error-on-warnings .
 
 if [ -x scripts/ensure-docker.sh ] && [ -d test/integration ] && ls test/integration/*.test.ts >/dev/null 2>&1; then
   bash scripts/ensure-docker.sh

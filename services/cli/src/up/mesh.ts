@@ -1,23 +1,20 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
-import { isAbsolute, join, relative, resolve } from "node:path";
+import { isAbsolute, join, relative } from "node:path";
 import type { ServiceError } from "@grpc/grpc-js";
 import { fromServiceError, HermesError, readEnvFile, systemClock, writeFileAtomic } from "@hermes/common";
 import { addPeer, HermesHome } from "@hermes/gateway";
 import { GatewayServiceClient } from "@hermes/proto/hermes/v1/gateway";
 import { type ReplicateProgress, type Room, RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import { KeyAdmin, RelayStore, relayControlSocket, relayDbPath } from "@hermes/relay";
-import type { Command } from "commander";
 import { z } from "zod";
 import { CliContext } from "../context.js";
-import type { CommandRunner } from "../main.js";
 import { table } from "../output.js";
 import { Child, type ChildSpec, lostPortRace } from "./children.js";
 import {
   DEMO_ROOM,
   type GatewayPlan,
-  MAX_GATEWAYS,
   type MeshPlan,
   memberSpecs,
   planMesh,
