@@ -123,6 +123,38 @@ export function toServiceError(err: unknown): Partial<ServiceError> {
   return { code: e.grpcStatus, details: e.message, metadata };
 }
 
+/** A typed error as plain fields, for frames that carry errors as data (relay frames, tunnel answers). */
+export interface WireError {
+  reason: string;
+  message: string;
+  /** JSON object text of `data`; empty when there is none. */
+  data_json: string;
+}
+
+export function toWireError(err: unknown): WireError {
+  const e = toHermesError(err);
+  return { reason: e.reason, message: e.message, data_json: Object.keys(e.data).length > 0 ? JSON.stringify(e.data) : "" };
+}
+
+/**
+ * The HermesError a WireError stands for. A reason this build does not know becomes `fallback`,
+ * keeping the text and the reason that was sent (`data.sent_reason`).
+ */
+export function fromWireError(info: WireError | undefined, fallback: ErrorReason = "unknown"): HermesError {
+  let data: Record<string, unknown> = {};
+  if (info?.data_json) {
+    try {
+      const parsed = JSON.parse(info.data_json) as unknown;
+      if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) data = parsed as Record<string, unknown>;
+    } catch {
+      data = {};
+    }
+  }
+  const reason = info && isErrorReason(info.reason) ? info.reason : fallback;
+  const message = info?.message || "no error text was sent";
+  return new HermesError(reason, message, { data: info && reason !== info.reason ? { ...data, sent_reason: info.reason } : data });
+}
+
 const TRANSPORT_STATUSES = new Set<number>([GrpcStatus.UNAVAILABLE, GrpcStatus.DEADLINE_EXCEEDED, GrpcStatus.CANCELLED]);
 
 /** grpc-js ServiceError → HermesError, restoring reason and data sent by a Hermes server. */

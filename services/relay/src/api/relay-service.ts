@@ -6,7 +6,7 @@ import type {
   sendUnaryData,
   UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { HermesError, toHermesError, toServiceError } from "@hermes/common";
+import { fromWireError, HermesError, toHermesError, toServiceError, toWireError } from "@hermes/common";
 import {
   GatewayFrame,
   type RelayFrame,
@@ -16,7 +16,7 @@ import {
   type TunnelRequest,
 } from "@hermes/proto/hermes/v1/relay";
 import { z } from "zod";
-import { errorInfo, frameError, fromErrorInfo } from "../app/frames.js";
+import { frameError } from "../app/frames.js";
 import type { Relay } from "../app/relay.js";
 import type { GatewaySession } from "../app/sessions.js";
 import type { Outcome, WireReceipt } from "../core/deliveries.js";
@@ -60,7 +60,7 @@ export function parseResult(result: RelayResult): { deliveryId: string; outcome:
   const r = result.result;
   if (!r) throw new HermesError("invalid_params", `result for ${result.delivery_id}: neither a receipt nor an error`);
   if (r.$case === "error") {
-    const e = fromErrorInfo(r.value);
+    const e = fromWireError(r.value);
     return { deliveryId: result.delivery_id, outcome: { kind: "error", reason: e.reason, message: e.message, data: e.data } };
   }
   const receipt = r.value;
@@ -196,7 +196,7 @@ class ConnectStream implements GatewaySession {
               { connection: this.connection, delivery_id: deliveryId || undefined, reason: e.reason, err: e.message },
               "send refused",
             );
-            this.send({ frame: { $case: "ack", value: { delivery_id: deliveryId, status: "", error: errorInfo(e) } } });
+            this.send({ frame: { $case: "ack", value: { delivery_id: deliveryId, status: "", error: toWireError(e) } } });
           }
           return;
         }

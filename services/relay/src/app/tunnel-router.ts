@@ -1,6 +1,5 @@
-import { HermesError, type Logger, newId } from "@hermes/common";
+import { fromWireError, HermesError, type Logger, newId } from "@hermes/common";
 import type { TunnelAnswer } from "@hermes/proto/hermes/v1/relay";
-import { fromErrorInfo } from "./frames.js";
 import type { RelayMetrics } from "./relay-metrics.js";
 import type { SessionTable } from "./sessions.js";
 
@@ -91,7 +90,7 @@ export class TunnelRouter {
     const open = this.calls.get(answer.call_id);
     if (!open || open.target !== from) return false;
     if (answer.error) {
-      const error = fromErrorInfo(answer.error, "internal");
+      const error = fromWireError(answer.error, "internal");
       this.finish(answer.call_id, error.reason);
       open.sink.fail(error);
       return true;

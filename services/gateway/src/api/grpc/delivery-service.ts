@@ -1,23 +1,7 @@
 import { HermesError, type ServiceHandlers } from "@hermes/common";
-import type { DeliveryServiceServer, Receipt as WireReceipt } from "@hermes/proto/hermes/v1/delivery";
+import type { DeliveryServiceServer } from "@hermes/proto/hermes/v1/delivery";
 import type { DeliveryService } from "../../app/delivery/delivery-service.js";
-import type { Receipt } from "../../core/delivery/receipt.js";
-
-/** §4 receipt → wire form: null fields are left unset (optional in the proto). */
-export function wireReceipt(r: Receipt): WireReceipt {
-  return {
-    delivery_id: r.delivery_id,
-    from: r.from,
-    target: r.target,
-    state: r.state,
-    ...(r.reason !== null ? { reason: r.reason } : {}),
-    ...(r.error !== null ? { error: r.error } : {}),
-    attempts: r.attempts,
-    created_at: r.created_at,
-    ...(r.settled_at !== null ? { settled_at: r.settled_at } : {}),
-    ...(r.reply !== null ? { reply: r.reply } : {}),
-  };
-}
+import { receiptToWire } from "../../app/delivery/receipt-wire.js";
 
 export interface DeliveryHandlerDeps {
   deliveries: DeliveryService;
@@ -43,16 +27,16 @@ export function deliveryServiceHandlers(deps: DeliveryHandlerDeps): ServiceHandl
       });
       if (!req.wait) return { status: ack.status, delivery_id: ack.delivery_id, receipt: undefined };
       const receipt = await deliveries.wait(ack.delivery_id, ctx.signal);
-      return { status: ack.status, delivery_id: ack.delivery_id, receipt: wireReceipt(receipt) };
+      return { status: ack.status, delivery_id: ack.delivery_id, receipt: receiptToWire(receipt) };
     },
     getDelivery: (req) => {
       if (!req.delivery_id) throw new HermesError("invalid_params", "a delivery id is required");
-      return wireReceipt(deliveries.get(req.delivery_id));
+      return receiptToWire(deliveries.get(req.delivery_id));
     },
     listDeliveries: (req) => ({
       deliveries: deliveries
         .list({ profile: req.profile || undefined, state: req.state || undefined, limit: req.limit || undefined })
-        .map((d) => ({ receipt: wireReceipt(d.record), side: d.side })),
+        .map((d) => ({ receipt: receiptToWire(d.record), side: d.side })),
     }),
     deliver: async (req, ctx) => {
       if (deps.transport === "tcp" && !deps.keyRequired) {
@@ -69,7 +53,7 @@ export function deliveryServiceHandlers(deps: DeliveryHandlerDeps): ServiceHandl
         source: "peer",
         signal: ctx.signal,
       });
-      return { receipt: wireReceipt(receipt) };
+      return { receipt: receiptToWire(receipt) };
     },
   };
 }

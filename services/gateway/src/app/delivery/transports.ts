@@ -1,12 +1,13 @@
 import { status as GrpcStatus, type ServiceError } from "@grpc/grpc-js";
 import { authMetadata, clientCredentials, fromServiceError, HermesError, parseGrpcUrl } from "@hermes/common";
-import { DeliveryServiceClient, type Receipt as WireReceipt } from "@hermes/proto/hermes/v1/delivery";
+import { DeliveryServiceClient } from "@hermes/proto/hermes/v1/delivery";
 import type { DeliveryEnvelope } from "../../core/delivery/envelope.js";
 import { isDeliveryReason } from "../../core/delivery/reasons.js";
-import { RECEIPT_STATES, type Receipt, type ReceiptState } from "../../core/delivery/receipt.js";
+import type { Receipt } from "../../core/delivery/receipt.js";
 import type { Route } from "../../core/delivery/targets.js";
 import { type PeerDirectory, peerKeyName } from "../peers/peer-directory.js";
 import type { DeliveryIngress } from "./ingress.js";
+import { receiptFromWire } from "./receipt-wire.js";
 
 export interface TransportOptions {
   /** The sender's display name, for the attribution prefix on the target. */
@@ -51,25 +52,6 @@ export class NoRelayTransport implements DeliveryTransport {
       new HermesError("runtime_offline", `no relay is connected, so ${route.target} cannot be reached; configure relay.url and restart`),
     );
   }
-}
-
-function toReceipt(wire: WireReceipt | undefined): Receipt {
-  if (!wire) throw new HermesError("unknown", "the peer answered without a receipt");
-  if (!(RECEIPT_STATES as readonly string[]).includes(wire.state))
-    throw new HermesError("unknown", `the peer reported state ${wire.state}`);
-  const reason = wire.reason ?? null;
-  return {
-    delivery_id: wire.delivery_id,
-    from: wire.from,
-    target: wire.target,
-    state: wire.state as ReceiptState,
-    reason: reason === null ? null : isDeliveryReason(reason) ? reason : "unknown",
-    error: wire.error ?? null,
-    attempts: wire.attempts,
-    created_at: wire.created_at,
-    settled_at: wire.settled_at ?? null,
-    reply: wire.reply ?? null,
-  };
 }
 
 /**
@@ -127,7 +109,7 @@ export class PeerTransport implements DeliveryTransport {
           if (err) reject(this.transportError(route, err));
           else {
             try {
-              resolve(toReceipt(reply?.receipt));
+              resolve(receiptFromWire(reply?.receipt, "the peer"));
             } catch (e) {
               reject(e);
             }

@@ -6,11 +6,13 @@ import {
   type Clock,
   clientCredentials,
   fromServiceError,
+  fromWireError,
   HermesError,
   type Logger,
   parseGrpcUrl,
   sleep,
   toHermesError,
+  toWireError,
 } from "@hermes/common";
 import type { DeliveryEnvelope, Receipt as WireReceipt } from "@hermes/proto/hermes/v1/delivery";
 import {
@@ -25,7 +27,6 @@ import {
 } from "@hermes/proto/hermes/v1/relay";
 import { RemoteRoster } from "./remote-roster.js";
 import type { TunnelHandlers } from "./tunnel-handlers.js";
-import { errorFromWire, errorToWire } from "./wire.js";
 
 /** The link state `hermes gateway status` shows. */
 export type RelayLinkState = "connecting" | "connected" | "backoff" | "refused" | "stopped";
@@ -247,7 +248,7 @@ export class RelayClient {
         const p = this.pending.get(f.value.delivery_id);
         if (!p) return;
         if (f.value.error) {
-          this.settle(f.value.delivery_id, undefined, errorFromWire(f.value.error));
+          this.settle(f.value.delivery_id, undefined, fromWireError(f.value.error));
           return;
         }
         if (!p.acked) {
@@ -273,7 +274,7 @@ export class RelayClient {
           { frame: f.value.frame, delivery_id: f.value.delivery_id || undefined, error: f.value.error },
           "the relay refused a frame",
         );
-        if (f.value.delivery_id) this.settle(f.value.delivery_id, undefined, errorFromWire(f.value.error));
+        if (f.value.delivery_id) this.settle(f.value.delivery_id, undefined, fromWireError(f.value.error));
         return;
       case undefined:
         return;
@@ -356,7 +357,7 @@ export class RelayClient {
   private onOutcome(outcome: RelayOutcome): void {
     const r = outcome.result;
     if (r?.$case === "receipt") this.settle(outcome.delivery_id, r.value);
-    else this.settle(outcome.delivery_id, undefined, errorFromWire(r?.value));
+    else this.settle(outcome.delivery_id, undefined, fromWireError(r?.value));
   }
 
   private settle(id: string, receipt: WireReceipt | undefined, error?: HermesError): void {
@@ -391,7 +392,7 @@ export class RelayClient {
           $case: "result",
           value: {
             delivery_id: id,
-            result: { $case: "error", value: errorToWire(new HermesError("invalid_params", "deliver without an envelope")) },
+            result: { $case: "error", value: toWireError(new HermesError("invalid_params", "deliver without an envelope")) },
           },
         },
       });
@@ -404,7 +405,7 @@ export class RelayClient {
       .ingress({ ...deliver, envelope }, controller.signal)
       .then(
         (receipt) => ({ $case: "receipt" as const, value: receipt }),
-        (err: unknown) => ({ $case: "error" as const, value: errorToWire(err) }),
+        (err: unknown) => ({ $case: "error" as const, value: toWireError(err) }),
       )
       .then((result) => {
         if (this.inbound.get(id) === controller) this.inbound.delete(id);
@@ -419,7 +420,7 @@ export class RelayClient {
       this.write({
         frame: {
           $case: "tunnel_answer",
-          value: { call_id: call.call_id, result_json, error: error === undefined ? undefined : errorToWire(error), end },
+          value: { call_id: call.call_id, result_json, error: error === undefined ? undefined : toWireError(error), end },
         },
       });
     const controller = new AbortController();

@@ -3,6 +3,7 @@ import type { RelayLink as GatewayRelayLink } from "@hermes/proto/hermes/v1/gate
 import type { RosterBot } from "@hermes/proto/hermes/v1/relay";
 import type { ChatService } from "../chat.js";
 import type { DeliveryService } from "../delivery/delivery-service.js";
+import { receiptToWire } from "../delivery/receipt-wire.js";
 import { peerDirectory } from "../peers/peer-directory.js";
 import type { ProfileService } from "../profiles.js";
 import { GrpcRoomSourceFactory, type RoomSourceFactory } from "../rooms/room-source.js";
@@ -12,7 +13,6 @@ import { RelayAwareRoomSourceFactory, registerRoomTunnel } from "./relay-room-so
 import { RelayTransport } from "./relay-transport.js";
 import { TunnelClient } from "./tunnel-client.js";
 import { TunnelHandlers } from "./tunnel-handlers.js";
-import { receiptToWire } from "./wire.js";
 
 export interface RelayLinkSettings {
   url: string;

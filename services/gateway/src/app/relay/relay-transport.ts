@@ -2,9 +2,9 @@ import { HermesError } from "@hermes/common";
 import type { DeliveryEnvelope } from "../../core/delivery/envelope.js";
 import type { Receipt } from "../../core/delivery/receipt.js";
 import type { Route } from "../../core/delivery/targets.js";
+import { receiptFromWire } from "../delivery/receipt-wire.js";
 import type { DeliveryTransport, TransportOptions } from "../delivery/transports.js";
 import type { RelayClient } from "./relay-client.js";
-import { receiptFromWire } from "./wire.js";
 
 /**
  * `<handle>@<connection>` deliveries through the relay: the relay commits the envelope, forwards

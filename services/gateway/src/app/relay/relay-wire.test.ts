@@ -1,7 +1,8 @@
+import { fromWireError, toWireError } from "@hermes/common";
 import { describe, expect, it } from "vitest";
+import { receiptFromWire, receiptToWire } from "../delivery/receipt-wire.js";
 import { RemoteRoster } from "./remote-roster.js";
 import { TunnelHandlers } from "./tunnel-handlers.js";
-import { errorFromWire, errorToWire, receiptFromWire, receiptToWire } from "./wire.js";
 
 describe("receipts on the wire", () => {
   it("round-trips a receipt; nulls travel as absent fields", () => {
@@ -33,10 +34,10 @@ describe("receipts on the wire", () => {
   });
 
   it("keeps typed errors typed, and falls back for reasons this build does not know", () => {
-    const e = errorFromWire({ reason: "idempotency_conflict", message: "other payload", data_json: '{"delivery_id":"d1"}' });
+    const e = fromWireError({ reason: "idempotency_conflict", message: "other payload", data_json: '{"delivery_id":"d1"}' });
     expect(e).toMatchObject({ reason: "idempotency_conflict", message: "other payload", data: { delivery_id: "d1" } });
-    expect(errorFromWire({ reason: "new_reason", message: "m", data_json: "not json" })).toMatchObject({ reason: "unknown", data: {} });
-    expect(errorToWire(e)).toEqual({ reason: "idempotency_conflict", message: "other payload", data_json: '{"delivery_id":"d1"}' });
+    expect(fromWireError({ reason: "new_reason", message: "m", data_json: "not json" })).toMatchObject({ reason: "unknown", data: {} });
+    expect(toWireError(e)).toEqual({ reason: "idempotency_conflict", message: "other payload", data_json: '{"delivery_id":"d1"}' });
   });
 });
 

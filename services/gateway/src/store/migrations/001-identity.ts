@@ -45,14 +45,15 @@ export const identityMigration: Migration = {
         created_at TEXT NOT NULL,
         updated_at TEXT NOT NULL
       );
-      -- An explicit index (not a UNIQUE constraint) so a large rekey can rebuild it.
+      -- Explicit unique indexes (not UNIQUE constraints) so a large rekey can rebuild them.
       CREATE UNIQUE INDEX sessions_by_key ON sessions(session_key);
       CREATE INDEX sessions_by_profile ON sessions(profile_name);
       CREATE TABLE gateway_routing (
-        routing_key TEXT PRIMARY KEY,
+        routing_key TEXT NOT NULL,
         entry_json TEXT NOT NULL,
         updated_at TEXT NOT NULL
       );
+      CREATE UNIQUE INDEX gateway_routing_by_key ON gateway_routing(routing_key);
       CREATE TABLE gateway_heartbeats (
         profile TEXT PRIMARY KEY,
         gateway_id TEXT NOT NULL,

@@ -1,6 +1,5 @@
-import { type ErrorReason, HermesError, isErrorReason, toHermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/client";
 import type { Receipt as WireReceipt } from "@hermes/proto/hermes/v1/delivery";
-import type { ErrorInfo } from "@hermes/proto/hermes/v1/relay";
 import { isDeliveryReason } from "../../core/delivery/reasons.js";
 import { RECEIPT_STATES, type Receipt, type ReceiptState } from "../../core/delivery/receipt.js";
 
@@ -21,10 +20,10 @@ export function receiptToWire(r: Receipt): WireReceipt {
 }
 
 /** A receipt from the wire; a state this build does not know is refused, an unknown reason becomes `unknown`. */
-export function receiptFromWire(wire: WireReceipt | undefined): Receipt {
-  if (!wire) throw new HermesError("unknown", "the relay answered without a receipt");
+export function receiptFromWire(wire: WireReceipt | undefined, from = "the relay"): Receipt {
+  if (!wire) throw new HermesError("unknown", `${from} answered without a receipt`);
   if (!(RECEIPT_STATES as readonly string[]).includes(wire.state)) {
-    throw new HermesError("unknown", `the relay reported the unknown delivery state ${JSON.stringify(wire.state)}`);
+    throw new HermesError("unknown", `${from} reported the unknown delivery state ${JSON.stringify(wire.state)}`);
   }
   const reason = wire.reason ?? null;
   return {
@@ -39,24 +38,4 @@ export function receiptFromWire(wire: WireReceipt | undefined): Receipt {
     settled_at: wire.settled_at ?? null,
     reply: wire.reply ?? null,
   };
-}
-
-export function errorToWire(err: unknown): ErrorInfo {
-  const e = toHermesError(err);
-  return { reason: e.reason, message: e.message, data_json: Object.keys(e.data).length > 0 ? JSON.stringify(e.data) : "" };
-}
-
-/** A typed error from the wire; a reason this build does not know becomes `fallback`, keeping the text. */
-export function errorFromWire(info: ErrorInfo | undefined, fallback: ErrorReason = "unknown"): HermesError {
-  let data: Record<string, unknown> = {};
-  if (info?.data_json) {
-    try {
-      const parsed = JSON.parse(info.data_json) as unknown;
-      if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) data = parsed as Record<string, unknown>;
-    } catch {
-      data = {};
-    }
-  }
-  const reason = info && isErrorReason(info.reason) ? info.reason : fallback;
-  return new HermesError(reason, info?.message || "the relay sent no error text", { data });
 }
