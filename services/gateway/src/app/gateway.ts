@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, readFileSync, rmSync } from "node:fs";
 import { connect } from "node:net";
-import { ServerCredentials } from "@grpc/grpc-js";
+import { ServerCredentials, type ServiceDefinition } from "@grpc/grpc-js";
 import {
   adaptService,
   addReflection,
@@ -20,9 +20,11 @@ import {
   type Metrics,
   parseHostPort,
   Server,
+  type ServiceHandlers,
   ServingStatus,
   shutdownServer,
   startHttpServer,
+  statement,
   systemClock,
   writeFileAtomic,
 } from "@hermes/common";
@@ -307,54 +309,30 @@ export class Gateway {
       const controlServer = new Server();
       let gatewayForStatus: Gateway | undefined;
       const statusSource = { status: () => gatewayForStatus!.status() };
+      /** One service on one server: the TCP port checks the key, the control socket does not. */
+      const serve = <S>(server: Server, transport: "tcp" | "control", definition: ServiceDefinition, handlers: ServiceHandlers<S>) =>
+        server.addService(
+          definition,
+          adaptService(definition, handlers, { ...(transport === "tcp" ? { auth: keys } : {}), metrics, transport }),
+        );
       for (const [server, transport] of [
         [grpcServer, "tcp"],
         [controlServer, "control"],
       ] as const) {
-        const auth = transport === "tcp" ? { auth: keys } : {};
-        server.addService(
-          GatewayServiceService,
-          adaptService(GatewayServiceService, gatewayServiceHandlers({ profiles, chat, status: statusSource }), {
-            ...auth,
-            metrics,
-            transport,
-          }),
-        );
-        server.addService(
-          DeliveryServiceService,
-          adaptService(DeliveryServiceService, deliveryServiceHandlers({ deliveries, keyRequired: keys.required, transport }), {
-            ...auth,
-            metrics,
-            transport,
-          }),
-        );
-        server.addService(
-          PeerServiceService,
-          adaptService(PeerServiceService, peerServiceHandlers({ runs: peerRuns, keyRequired: keys.required, transport }), {
-            ...auth,
-            metrics,
-            transport,
-          }),
-        );
-        server.addService(
-          RoomServiceService,
-          adaptService(RoomServiceService, roomServiceHandlers(rooms), { ...auth, metrics, transport }),
-        );
-        server.addService(
+        serve(server, transport, GatewayServiceService, gatewayServiceHandlers({ profiles, chat, status: statusSource }));
+        serve(server, transport, DeliveryServiceService, deliveryServiceHandlers({ deliveries, keyRequired: keys.required, transport }));
+        serve(server, transport, PeerServiceService, peerServiceHandlers({ runs: peerRuns, keyRequired: keys.required, transport }));
+        serve(server, transport, RoomServiceService, roomServiceHandlers(rooms));
+        serve(
+          server,
+          transport,
           RoomMemberServiceService,
-          adaptService(
-            RoomMemberServiceService,
-            memberTurnServiceHandlers({ server: memberTurns, keyRequired: keys.required, transport }),
-            { ...auth, metrics, transport },
-          ),
+          memberTurnServiceHandlers({ server: memberTurns, keyRequired: keys.required, transport }),
         );
         health.addToServer(server);
         await addReflection(server);
       }
-      controlServer.addService(
-        ControlServiceService,
-        adaptService(ControlServiceService, controlServiceHandlers({ profiles }), { metrics, transport: "control" }),
-      );
+      serve(controlServer, "control", ControlServiceService, controlServiceHandlers({ profiles }));
 
       const grpcPort = await bindServer(grpcServer, settings.grpc, ServerCredentials.createInsecure());
       cleanup.push(() => grpcServer.forceShutdown());
@@ -448,7 +426,8 @@ export class Gateway {
   /** Heartbeat rows for every hosted profile (identity-keyed: they follow renames, go with deletes). */
   writeHeartbeats(state: "running" | "stopped"): void {
     const now = isoTime(this.clock.now());
-    const upsert = this.db.prepare(
+    const upsert = statement(
+      this.db,
       `INSERT INTO gateway_heartbeats (profile, gateway_id, pid, state, last_seen_at) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT(profile) DO UPDATE SET gateway_id = excluded.gateway_id, pid = excluded.pid, state = excluded.state, last_seen_at = excluded.last_seen_at`,
     );
