@@ -1,8 +1,6 @@
-import { existsSync } from "node:fs";
-import { connect } from "node:net";
 import type { CallOptions, ChannelCredentials, Client, ClientOptions, Metadata, ServiceError } from "@grpc/grpc-js";
 import { credentials } from "@grpc/grpc-js";
-import { authMetadata, HermesError, parseGrpcUrl, unaryCall } from "@hermes/common/client";
+import { authMetadata, HermesError, parseGrpcUrl, unaryCall, unixSocketAnswers } from "@hermes/common/client";
 import { defaultHomePath, HermesHome } from "@hermes/gateway/home";
 
 /** The options every command takes (§9). */
@@ -55,16 +53,7 @@ export class CliContext {
    */
   async gatewayIsLive(): Promise<boolean> {
     if (this.gatewayUrl) return true;
-    const path = this.home.controlSocket;
-    if (!existsSync(path)) return false;
-    return new Promise((resolve) => {
-      const socket = connect(path);
-      socket.once("connect", () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once("error", () => resolve(false));
-    });
+    return unixSocketAnswers(this.home.controlSocket);
   }
 
   client<C extends Client>(Ctor: ClientConstructor<C>): C {

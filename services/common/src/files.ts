@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
+import { connect } from "node:net";
 import { basename, dirname, join } from "node:path";
+import { HermesError } from "./errors.js";
 
 /**
  * Writes a file so readers see the old or the new content, never half of it: temp file in the
@@ -24,4 +26,28 @@ export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 
     rmSync(tmp, { force: true });
     throw err;
   }
+}
+
+/** True when something accepts connections on the unix socket at `path` (a socket file left by a crash does not). */
+export function unixSocketAnswers(path: string): Promise<boolean> {
+  if (!existsSync(path)) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const socket = connect(path);
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
+  });
+}
+
+/**
+ * A daemon's control socket: refuses (already_exists, with `whoIsServing` in the message) when
+ * another process answers on it, and removes a socket file a crashed process left behind.
+ */
+export async function claimUnixSocket(path: string, whoIsServing: string): Promise<void> {
+  if (await unixSocketAnswers(path)) {
+    throw new HermesError("already_exists", `${whoIsServing} (its control socket ${path} answers); stop it first`);
+  }
+  rmSync(path, { force: true });
 }

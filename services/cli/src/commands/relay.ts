@@ -1,8 +1,7 @@
 import { existsSync, mkdirSync } from "node:fs";
-import { connect } from "node:net";
 import { join } from "node:path";
 import { credentials, Metadata } from "@grpc/grpc-js";
-import { HermesError, systemClock, unaryCall } from "@hermes/common/client";
+import { HermesError, systemClock, unaryCall, unixSocketAnswers } from "@hermes/common/client";
 import { type ConnectionInfo, RelayAdminServiceClient, type RelayStatus } from "@hermes/proto/hermes/v1/relay";
 import type { KeyAdmin, RelayStore } from "@hermes/relay";
 import type { Command } from "commander";
@@ -21,18 +20,6 @@ function dataDir(ctx: CliContext, o: RelayOptions): string {
   return o.data ?? process.env.HERMES_RELAY_DATA ?? join(ctx.home.root, "relay");
 }
 
-function socketAnswers(path: string): Promise<boolean> {
-  if (!existsSync(path)) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const socket = connect(path);
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once("error", () => resolve(false));
-  });
-}
-
 /**
  * Key administration runs through the relay's control socket when a relay serves the data folder
  * (so a revoke disconnects at once), else directly on its database.
@@ -45,7 +32,7 @@ async function withKeys<T>(
 ): Promise<T> {
   const { KeyAdmin, RelayStore, relayControlSocket, relayDbPath } = await import("@hermes/relay");
   const socket = relayControlSocket(dir);
-  if (await socketAnswers(socket)) {
+  if (await unixSocketAnswers(socket)) {
     const client = new RelayAdminServiceClient(`unix:${socket}`, credentials.createInsecure());
     try {
       return await live(client);
@@ -114,7 +101,7 @@ export function registerRelayCommands(program: Command, run: CommandRunner): voi
         const dir = dataDir(ctx, o);
         const { relayControlSocket } = await import("@hermes/relay");
         const socket = relayControlSocket(dir);
-        if (!(await socketAnswers(socket))) {
+        if (!(await unixSocketAnswers(socket))) {
           throw new HermesError("unavailable", `no relay is serving ${dir}; start one with: hermes relay start --data ${dir}`);
         }
         const client = new RelayAdminServiceClient(`unix:${socket}`, credentials.createInsecure());

@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
-import { connect, createServer } from "node:net";
+import { createServer } from "node:net";
 import { isAbsolute, join, relative } from "node:path";
 import type { ServiceError } from "@grpc/grpc-js";
-import { fromServiceError, HermesError, readEnvFile, systemClock, writeFileAtomic } from "@hermes/common";
+import { fromServiceError, HermesError, readEnvFile, systemClock, unixSocketAnswers, writeFileAtomic } from "@hermes/common";
 import { addPeer, HermesHome } from "@hermes/gateway";
 import { GatewayServiceClient } from "@hermes/proto/hermes/v1/gateway";
 import { type ReplicateProgress, type Room, RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
@@ -137,18 +137,6 @@ async function choosePorts(wanted: Record<string, Ports>): Promise<Record<string
   return out;
 }
 
-function socketAnswers(path: string): Promise<boolean> {
-  if (!existsSync(path)) return Promise.resolve(false);
-  return new Promise((answer) => {
-    const socket = connect(path);
-    socket.once("connect", () => {
-      socket.destroy();
-      answer(true);
-    });
-    socket.once("error", () => answer(false));
-  });
-}
-
 /** Refuses when a relay or gateway of this folder already runs (a second `hermes up`, or a leftover). */
 async function assertNotRunning(l: Layout, previous: UpState | undefined): Promise<void> {
   const sockets = [
@@ -156,7 +144,7 @@ async function assertNotRunning(l: Layout, previous: UpState | undefined): Promi
     ...[...l.homes].map(([name, home]) => [name, home.controlSocket]),
   ] as const;
   for (const [name, socket] of sockets) {
-    if (await socketAnswers(socket)) {
+    if (await unixSocketAnswers(socket)) {
       const pid = previous?.pids?.[name];
       throw new HermesError(
         "already_exists",

@@ -1,4 +1,4 @@
-import { type Clock, type Db, HermesError, isoTime, type Logger, newId, toHermesError } from "@hermes/common";
+import { type Clock, type Db, HermesError, isoTime, type Logger, newId, settlesWithin, toHermesError } from "@hermes/common";
 import PQueue from "p-queue";
 import { Counter, type Registry } from "prom-client";
 import { MESSAGE_AGENT_TOOL, MESSAGE_AGENT_TOOL_NAME, parseMessageAgentArgs } from "../core/delivery/message-agent-tool.js";
@@ -11,6 +11,7 @@ import {
   findChannelOverride,
   type ModelResolutionInput,
   parseModelCommand,
+  type ResolvedModel,
   resolveModel,
 } from "../core/models/channel-overrides.js";
 import { compactTranscript } from "../core/models/compaction.js";
@@ -22,7 +23,7 @@ import { type TranscriptMessage, TranscriptStore } from "../store/sessions-store
 import { AgentCache, buildChain, endpointIdentity, type PreparedAgent } from "./agents.js";
 import type { AgentSettings } from "./config.js";
 import type { HermesHome } from "./home.js";
-import { ModelConfigSource } from "./model-config.js";
+import { ModelConfigSource, type ProfileModelConfig } from "./model-config.js";
 import type { ProfileService } from "./profiles.js";
 import type { SessionService } from "./sessions.js";
 
@@ -71,6 +72,23 @@ export interface ChatDeps {
 }
 
 /** Options of a turn run by the delivery ingress (inside the session's lane). */
+/** A session's own `/model` choice, as the first level of model resolution (§6). */
+export function sessionModelOverride(session: SessionRow): { model: string; provider?: string } | undefined {
+  return session.model_override
+    ? { model: session.model_override, ...(session.provider_override ? { provider: session.provider_override } : {}) }
+    : undefined;
+}
+
+/** What an agent is built from: the profile's config, the resolved model and the stable part of its prompt. */
+export interface AgentRequest {
+  profile: string;
+  session_id: string;
+  config: ProfileModelConfig;
+  resolved: ResolvedModel;
+  system_prompt: string;
+  tools: ToolSpec[];
+}
+
 export interface LockedTurnOptions {
   signal?: AbortSignal | undefined;
   location?: ChatLocation | undefined;
@@ -321,9 +339,7 @@ export class ChatService {
     const config = this.modelConfig.forProfile(profile);
     const location = options.location ?? locationOf(session.origin);
     const channel = findChannelOverride(config.platforms, location);
-    const sessionOverride = session.model_override
-      ? { model: session.model_override, ...(session.provider_override ? { provider: session.provider_override } : {}) }
-      : undefined;
+    const sessionOverride = sessionModelOverride(session);
 
     if (options.commands && /^\/model(\s|$)/.test(text.trim())) return this.modelCommand(profile, session, text, channel, config.global);
 
@@ -333,30 +349,8 @@ export class ChatService {
     const host = this.host;
     const tools: ToolSpec[] = botChat && host ? [MESSAGE_AGENT_TOOL] : [];
     const base = this.systemPrompt(profile, config.persona, botChat && host ? host.roster(profile) : undefined);
-    const chainNames = [resolved.provider, ...config.fallback_providers];
-    const spec: AgentSpec = {
-      profile,
-      model: resolved.model,
-      provider: resolved.provider,
-      provider_endpoint: endpointIdentity(config, chainNames),
-      fallback_providers: config.fallback_providers,
-      system_prompt: base,
-      ephemeral_system_prompt: resolved.ephemeral_system_prompt,
-      tools: tools.map((t) => t.name),
-    };
-    const signature = agentSignature(spec);
-    const agent = await this.agents.acquire(
-      session.session_id,
-      signature,
-      (): PreparedAgent => ({
-        session_id: session.session_id,
-        spec,
-        signature,
-        chain: buildChain(config, resolved),
-        system_prompt: composeSystemPrompt(base, resolved.ephemeral_system_prompt),
-        tools,
-        built_at: this.deps.clock.now(),
-      }),
+    const agent = await this.acquireAgent(
+      { profile, session_id: session.session_id, config, resolved, system_prompt: base, tools },
       signal,
     );
 
@@ -523,6 +517,39 @@ export class ChatService {
   }
 
   /**
+   * The session's warm agent for this turn: reused while its signature (model, provider chain,
+   * prompt, tools) is unchanged, built otherwise (§6 agent cache). Chat turns and room member
+   * turns both come through here.
+   */
+  acquireAgent(r: AgentRequest, signal?: AbortSignal): Promise<PreparedAgent> {
+    const spec: AgentSpec = {
+      profile: r.profile,
+      model: r.resolved.model,
+      provider: r.resolved.provider,
+      provider_endpoint: endpointIdentity(r.config, [r.resolved.provider, ...r.config.fallback_providers]),
+      fallback_providers: r.config.fallback_providers,
+      system_prompt: r.system_prompt,
+      ephemeral_system_prompt: r.resolved.ephemeral_system_prompt,
+      tools: r.tools.map((t) => t.name),
+    };
+    const signature = agentSignature(spec);
+    return this.agents.acquire(
+      r.session_id,
+      signature,
+      (): PreparedAgent => ({
+        session_id: r.session_id,
+        spec,
+        signature,
+        chain: buildChain(r.config, r.resolved),
+        system_prompt: composeSystemPrompt(r.system_prompt, r.resolved.ephemeral_system_prompt),
+        tools: r.tools,
+        built_at: this.deps.clock.now(),
+      }),
+      signal,
+    );
+  }
+
+  /**
    * Graceful stop: no new turns; queued ones are dropped (their callers get an error, deliveries
    * stay queued in the database); running ones get `graceMs` to finish, then are cancelled.
    */
@@ -531,14 +558,7 @@ export class ChatService {
     const why = new HermesError("runtime_offline", "the gateway is stopping; queued work stays queued for the next start");
     for (const sessionId of [...new Set([...this.lanes.keys(), ...this.waiting.keys()])]) this.dropQueued(sessionId, why);
     const idle = Promise.all([...this.lanes.values()].map((l) => l.onIdle()));
-    let timer: NodeJS.Timeout | undefined;
-    const expired = await Promise.race([
-      idle.then(() => false),
-      new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(true), graceMs);
-      }),
-    ]);
-    clearTimeout(timer);
+    const expired = !(await settlesWithin(idle, graceMs));
     if (expired) {
       this.deps.logger.warn({ grace_ms: graceMs }, "cancelling turns still running at shutdown");
       this.stopController.abort(new HermesError("runtime_offline", "the gateway is stopping"));

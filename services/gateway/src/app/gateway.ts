@@ -1,12 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, readFileSync, rmSync } from "node:fs";
-import { connect } from "node:net";
 import { ServerCredentials, type ServiceDefinition } from "@grpc/grpc-js";
 import {
   adaptService,
   addReflection,
   bindServer,
   type Clock,
+  claimUnixSocket,
   createLogger,
   createMetrics,
   type Db,
@@ -91,25 +91,6 @@ function resolveGatewayId(home: HermesHome, db: Db, wanted: string | undefined):
     setMeta(db, "gateway_id", id);
   }
   return id;
-}
-
-/** Refuses to start when another gateway serves this home; removes a socket left by a crash. */
-async function claimControlSocket(path: string): Promise<void> {
-  if (!existsSync(path)) return;
-  const live = await new Promise<boolean>((resolve) => {
-    const socket = connect(path);
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once("error", () => resolve(false));
-  });
-  if (live)
-    throw new HermesError(
-      "already_exists",
-      `another gateway is already serving this home (its control socket ${path} answers); stop it first`,
-    );
-  rmSync(path, { force: true });
 }
 
 /** A running gateway: stores, services, gRPC (TCP + control socket), HTTP and timers. */
@@ -337,7 +318,7 @@ export class Gateway {
       const grpcPort = await bindServer(grpcServer, settings.grpc, ServerCredentials.createInsecure());
       cleanup.push(() => grpcServer.forceShutdown());
       const grpcAddress = formatHostPort({ host: parseHostPort(settings.grpc).host, port: grpcPort });
-      await claimControlSocket(home.controlSocket);
+      await claimUnixSocket(home.controlSocket, "another gateway is already serving this home");
       await bindServer(controlServer, `unix:${home.controlSocket}`, ServerCredentials.createInsecure());
       chmodSync(home.controlSocket, 0o600);
       cleanup.push(() => {

@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, rmSync } from "node:fs";
-import { connect } from "node:net";
+import { chmodSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { type Metadata, ServerCredentials } from "@grpc/grpc-js";
 import {
@@ -9,6 +8,7 @@ import {
   bearerToken,
   bindServer,
   type Clock,
+  claimUnixSocket,
   createLogger,
   createMetrics,
   formatHostPort,
@@ -59,21 +59,6 @@ export function relayDbPath(dataDir: string): string {
 
 export function relayControlSocket(dataDir: string): string {
   return join(dataDir, "relay.sock");
-}
-
-/** Refuses to start when another relay serves this data folder; removes a socket left by a crash. */
-async function claimControlSocket(path: string): Promise<void> {
-  if (!existsSync(path)) return;
-  const live = await new Promise<boolean>((resolve) => {
-    const socket = connect(path);
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once("error", () => resolve(false));
-  });
-  if (live) throw new HermesError("already_exists", `another relay is already serving ${path}; stop it first`);
-  rmSync(path, { force: true });
 }
 
 /** Connection keys on a relay database: what both the running relay and `hermes relay key` (relay stopped) use. */
@@ -211,7 +196,7 @@ export class Relay {
       cleanup.push(() => grpcServer.forceShutdown());
       const grpcAddress = formatHostPort({ host: parseHostPort(settings.grpc).host, port: grpcPort });
       const socket = relayControlSocket(options.dataDir);
-      await claimControlSocket(socket);
+      await claimUnixSocket(socket, "another relay is already serving this data folder");
       await bindServer(controlServer, `unix:${socket}`, ServerCredentials.createInsecure());
       chmodSync(socket, 0o600);
       cleanup.push(() => {

@@ -1,4 +1,4 @@
-import { type Clock, HermesError, type Logger, toHermesError } from "@hermes/common";
+import { type Clock, HermesError, type Logger, settlesWithin, toHermesError } from "@hermes/common";
 import PQueue from "p-queue";
 import { Counter, Gauge, type Registry } from "prom-client";
 import { isDeliveryReason } from "../../core/delivery/reasons.js";
@@ -545,14 +545,7 @@ export class DiscussionDriver implements RoomDriverHooks {
     // Rooms waiting for a slot return at once (runTurn checks `stopping`); nothing is dropped unanswered.
     for (const drive of this.drives.values()) clearTimeout(drive.retry);
     const idle = Promise.all([...this.pumps]);
-    let timer: NodeJS.Timeout | undefined;
-    const expired = await Promise.race([
-      idle.then(() => false),
-      new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(true), graceMs);
-      }),
-    ]);
-    clearTimeout(timer);
+    const expired = !(await settlesWithin(idle, graceMs));
     if (expired) {
       for (const drive of this.drives.values()) {
         if (!drive.inflight) continue;

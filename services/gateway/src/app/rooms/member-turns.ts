@@ -1,6 +1,6 @@
 import { type Clock, HermesError, isoTime, type Logger, toHermesError } from "@hermes/common";
-import { type AgentSpec, agentSignature, postTurnFallbackCheck } from "../../core/models/agent-cache.js";
-import { composeSystemPrompt, findChannelOverride, resolveModel } from "../../core/models/channel-overrides.js";
+import { postTurnFallbackCheck } from "../../core/models/agent-cache.js";
+import { findChannelOverride, resolveModel } from "../../core/models/channel-overrides.js";
 import { buildSystemPrompt } from "../../core/models/system-prompt.js";
 import { isPass } from "../../core/rooms/discussion.js";
 import type { Authority, Member } from "../../core/rooms/index.js";
@@ -14,8 +14,7 @@ import {
 import type { ProfileDatabases } from "../../store/gateway-store.js";
 import type { SessionRow } from "../../store/sessions-store.js";
 import { type TranscriptMessage, TranscriptStore } from "../../store/sessions-store.js";
-import { buildChain, endpointIdentity, type PreparedAgent } from "../agents.js";
-import type { ChatService } from "../chat.js";
+import { type ChatService, sessionModelOverride } from "../chat.js";
 import type { ProfileService } from "../profiles.js";
 import type { SessionService } from "../sessions.js";
 
@@ -126,36 +125,12 @@ export class LocalMemberTurns {
     const session = this.deps.sessions.store.byId(sessionRow.session_id) ?? sessionRow;
     const config = chat.modelConfig.forProfile(profile);
     const channel = findChannelOverride(config.platforms, { platform: "room", chat_id: request.room_id });
-    const sessionOverride = session.model_override
-      ? { model: session.model_override, ...(session.provider_override ? { provider: session.provider_override } : {}) }
-      : undefined;
-    const resolution = { session: sessionOverride, channel: channel?.override, global: config.global };
+    const resolution = { session: sessionModelOverride(session), channel: channel?.override, global: config.global };
     const resolved = resolveModel(resolution);
     // The room prompt is part of the agent's own prompt: a change of members rebuilds the agent.
     const base = `${buildSystemPrompt(config.persona)}\n\n${roomTurnPrompt(request)}`;
-    const spec: AgentSpec = {
-      profile,
-      model: resolved.model,
-      provider: resolved.provider,
-      provider_endpoint: endpointIdentity(config, [resolved.provider, ...config.fallback_providers]),
-      fallback_providers: config.fallback_providers,
-      system_prompt: base,
-      ephemeral_system_prompt: resolved.ephemeral_system_prompt,
-      tools: [],
-    };
-    const signature = agentSignature(spec);
-    const agent = await chat.agents.acquire(
-      session.session_id,
-      signature,
-      (): PreparedAgent => ({
-        session_id: session.session_id,
-        spec,
-        signature,
-        chain: buildChain(config, resolved),
-        system_prompt: composeSystemPrompt(base, resolved.ephemeral_system_prompt),
-        tools: [],
-        built_at: clock.now(),
-      }),
+    const agent = await chat.acquireAgent(
+      { profile, session_id: session.session_id, config, resolved, system_prompt: base, tools: [] },
       signal,
     );
     let evict: false | { why: string; detail?: string } = false;
