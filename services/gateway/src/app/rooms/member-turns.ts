@@ -120,7 +120,7 @@ export class LocalMemberTurns {
     signal?: AbortSignal,
   ): Promise<MemberTurnResult> {
     signal?.throwIfAborted();
-    const { chat, clock } = this.deps;
+    const { chat } = this.deps;
     // Re-read: a /model command may have changed the row while the turn waited in the lane.
     const session = this.deps.sessions.store.byId(sessionRow.session_id) ?? sessionRow;
     const config = chat.modelConfig.forProfile(profile);
