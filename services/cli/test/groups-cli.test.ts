@@ -110,20 +110,28 @@ describe("hermes groups", () => {
     expect(incomplete.code).toBe(2);
     expect(incomplete.stderr).toMatch(/not caught up/);
 
-    // 4. The old authority replicates from the new one; only the handover marker is preserved.
+    // 4. The old authority replicates from the new one: its log simply continues, nothing is off
+    // the winning lineage, and the demotion is an audit record in its replica state.
     await onB(["groups", "send", "demo", "after the move", "--event-id", "e2"]);
     const back = await onA(["--json", "groups", "replicate", "demo", "--from", `grpc://${b.grpc}`, "--from-key", TEST_KEY]);
-    expect(json(back)).toMatchObject({ stored_seq: 4, caught_up: true, divergences: [{ markers_only: true, from_seq: 3 }] });
+    expect(json(back)).toMatchObject({ stored_seq: 4, caught_up: true, divergences: [] });
     const [stateA, stateB] = await Promise.all([onA(["--json", "groups", "state", "demo"]), onB(["--json", "groups", "state", "demo"])]);
     for (const s of [stateA, stateB])
-      expect(json(s)).toMatchObject({ room: { authority_gateway_id: b.id, authority_epoch: 2, latest_seq: 4 } });
+      expect(json(s)).toMatchObject({ room: { authority_gateway_id: b.id, authority_epoch: 2, latest_seq: 4, safety_status: "passive" } });
+    expect(json(stateA)).toMatchObject({ room: { demoted: { previous_gateway_id: a.id, authority_gateway_id: b.id, last_seq: 2 } } });
+    expect(json(stateB)).toMatchObject({ room: { demoted: null } });
+    const replicaA = await onA(["groups", "replica-state", "demo"]);
+    expect(replicaA.stdout).toMatch(/safety\s+passive/);
+    expect(replicaA.stdout).toContain(`demoted here`);
+    expect(replicaA.stdout).toContain(`${a.id}@1 → ${b.id}@2`);
 
-    // The preserved branch: shown, exported, and not repostable (a marker is not a message).
+    // No branch to show, export or repost.
     const exportFile = join(homeA, "branches.json");
     const divergence = await onA(["--json", "groups", "divergence", "demo", "--export", exportFile]);
-    expect(json(divergence)).toMatchObject({ branches: [{ count: 1, markers_only: true, events: [{ kind: "authority.lost" }] }] });
-    expect(JSON.parse(readFileSync(exportFile, "utf8"))).toMatchObject({ room_id: "demo", branches: [{ from_seq: 3 }] });
-    const repost = await onB(["groups", "divergence", "demo", "--repost", "3"]);
+    expect(json(divergence)).toMatchObject({ branches: [] });
+    expect(JSON.parse(readFileSync(exportFile, "utf8"))).toMatchObject({ room_id: "demo", branches: [] });
+    expect((await onA(["groups", "divergence", "demo"])).stdout).toMatch(/no divergent branches preserved/);
+    const repost = await onA(["groups", "divergence", "demo", "--repost", "3"]);
     expect(repost.code).not.toBe(0);
 
     const list = await onB(["--json", "groups", "list"]);

@@ -103,6 +103,11 @@ describe("rooms through the relay tunnel", () => {
     };
     expect(sent.event.seq).toBe(seqs(home, "nat-room"));
     await eventually(() => expect(seqs(vps, "nat-room")).toBe(seqs(home, "nat-room")), 15_000);
+    // The server's own event ids are refused through the tunnel as over every other transport.
+    const squat = await tunnel
+      .call("home", "groups.send", { room_id: "nat-room", event_id: "system:room-disbanded", payload: { text: "mine" } })
+      .catch((e: HermesError) => e);
+    expect(squat).toMatchObject({ reason: "invalid_params", data: { reserved_prefix: "system:" } });
     const unknown = await tunnel.call("home", "groups.log", { room_id: "no-such-room" }).catch((e: HermesError) => e);
     expect((unknown as HermesError).reason).toBe("not_found");
     const offline = await vps.gateway.rooms.replicate({ room_id: "other", from: { url: "relay://nobody" } }).catch((e: HermesError) => e);

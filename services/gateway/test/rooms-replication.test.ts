@@ -187,12 +187,14 @@ describe("replication between gateways", () => {
     });
     expect((await a!.call(a!.client.demote, { room_id: "room", observed_gateway_id: "gw-b", observed_epoch: 2 })).idempotent).toBe(true);
 
-    // 4. Sends go to the new authority; the old one follows it; only the handover marker is off-lineage.
+    // 4. Sends go to the new authority; the old one follows it; nothing is off the winning lineage.
     await sendMany(b!, "room", 5, "after");
     const pulled = await a!.replicate({ room_id: "room", from: from(b!), follow: true });
-    expect(pulled.result).toMatchObject({ caught_up: true, stored_seq: 27 });
-    expect(pulled.result.divergences).toHaveLength(1);
-    expect(pulled.result.divergences[0]).toMatchObject({ from_seq: 22, count: 1, markers_only: true, winning_gateway_id: "gw-b" });
+    expect(pulled.result).toMatchObject({ caught_up: true, stored_seq: 27, divergences: [] });
+    expect(await a!.call(a!.client.replicaState, { room_id: "room" })).toMatchObject({
+      safety_status: "passive",
+      demoted: { previous_gateway_id: "gw-a", previous_epoch: 1, authority_gateway_id: "gw-b", authority_epoch: 2, last_seq: 21 },
+    });
     const [onA, onB] = await Promise.all([fullLog(a!, "room"), fullLog(b!, "room")]);
     expect(onA.map((e) => e.hash)).toEqual(onB.map((e) => e.hash));
     const stateA = await a!.call(a!.client.state, { room_id: "room", include_disbanded: false });
@@ -255,6 +257,9 @@ describe("replication between gateways", () => {
       10_000,
       "a to write past the split",
     );
+
+    // a also renames the room on its side of the split.
+    await a!.rooms.rename({ room_id: "sb", name: "Renamed on a" });
 
     // Heal: b's fence notice reaches a, which fences itself; its later sends are refused.
     proxy.heal();
@@ -346,10 +351,11 @@ describe("replication between gateways", () => {
     });
     expect(again.items.every((i) => i.idempotent)).toBe(true);
     expect((await fullLog(b!, "sb")).length).toBe(winning.length + 2);
-    const markerOnly = await expectRefusal(
-      a!.call(a!.client.repost, { room_id: "sb", seqs: [preserved.find((e) => e.kind === "authority.lost")?.seq ?? 0], messages: [] }),
-    );
-    expect(markerOnly.reason).toBe("invalid_params");
+    // Only messages are reposted: a's rename during the split stays in the branch.
+    const renamed = preserved.find((e) => e.kind === "room.renamed");
+    expect(renamed).toBeDefined();
+    const notAMessage = await expectRefusal(a!.call(a!.client.repost, { room_id: "sb", seqs: [renamed!.seq], messages: [] }));
+    expect(notAMessage.reason).toBe("invalid_params");
   }, 120_000);
 
   it("quarantines a replica whose source's history changed under it, until released", async () => {

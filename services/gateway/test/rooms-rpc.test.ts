@@ -134,8 +134,13 @@ describe("JSON-RPC over /rpc", () => {
       room_id: "j1",
       from: { url: b.url, key: TEST_KEY },
     });
-    expect(back.divergences).toMatchObject([{ markers_only: true }]);
-    expect(await rpcA.call<{ branches: unknown[] }>("groups.divergence", { room_id: "j1" })).toMatchObject({ branches: [{ count: 1 }] });
+    // A clean move: nothing off the winning lineage; the demotion is the replica state's audit record.
+    expect(back.divergences).toEqual([]);
+    expect(await rpcA.call<{ branches: unknown[] }>("groups.divergence", { room_id: "j1" })).toMatchObject({ branches: [] });
+    expect(await rpcA.call("groups.replica_state", { room_id: "j1" })).toMatchObject({
+      safety_status: "passive",
+      demoted: { previous_gateway_id: "gw-a", previous_epoch: 1, authority_gateway_id: "gw-b", authority_epoch: 2, last_seq: 3 },
+    });
     expect(await rpcB.error("groups.replicate", { room_id: "j1", from: { url: a.url, key: TEST_KEY } })).toMatchObject({
       code: 4116,
       data: { reason: "authority_conflict" },

@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import type { ServiceError } from "@grpc/grpc-js";
 import { fromServiceError, HermesError } from "@hermes/common/client";
 import {
+  type DemotionRecord,
   type DiscussionStatus,
   type DivergenceRecord,
   type LogPage,
@@ -45,6 +46,7 @@ function roomJson(r: Room | undefined) {
     disbanded_at: r.disbanded_at ?? null,
     safety_reason: r.safety_reason ?? null,
     fenced_by: r.fenced_by ?? null,
+    demoted: r.demoted ?? null,
   };
 }
 
@@ -57,7 +59,13 @@ function replicaStateJson(s: ReplicaStateReply) {
     ...s,
     safety_reason: s.safety_reason ?? null,
     following: s.following ? { ...s.following, last_error: s.following.last_error ?? null } : null,
+    demoted: s.demoted ?? null,
   };
+}
+
+/** The audit record of a demotion, for humans. */
+function demotionLine(d: DemotionRecord): string {
+  return `${d.previous_gateway_id}@${d.previous_epoch} → ${d.authority_gateway_id}@${d.authority_epoch} at ${d.demoted_at} (its log ended at seq ${d.last_seq})`;
 }
 
 /** One line of an event for humans: seq, epoch, kind, who, what. */
@@ -81,6 +89,7 @@ function describeRoom(r: Room): string {
     ["safety", r.safety_reason ? `${r.safety_status} (${r.safety_reason})` : r.safety_status],
   ];
   if (r.fenced_by) rows.push(["fenced by", `${r.fenced_by.gateway_id}@${r.fenced_by.epoch}`]);
+  if (r.demoted) rows.push(["demoted here", demotionLine(r.demoted)]);
   if (r.disbanded_at) rows.push(["disbanded", r.disbanded_at]);
   rows.push(["created", r.created_at], ["updated", r.updated_at]);
   return table(["FIELD", "VALUE"], rows);
@@ -114,6 +123,7 @@ function describeReplicaState(s: ReplicaStateReply): string {
       "following",
       `${s.following.state} from ${s.following.source}${s.following.last_error ? ` (${s.following.last_error})` : ""}`,
     ]);
+  if (s.demoted) rows.push(["demoted here", demotionLine(s.demoted)]);
   return table(["FIELD", "VALUE"], rows);
 }
 
@@ -458,7 +468,7 @@ export function registerGroupsCommands(program: Command, run: CommandRunner): vo
 
   groups
     .command("demote <room>")
-    .description("on the old authority: record authority.lost and follow the new authority (all options required)")
+    .description("on the old authority: follow the new authority and record the demotion (all options required)")
     .requiredOption("--observed-gateway <id>", "the gateway that now leads the room (from its promote result)")
     .requiredOption("--observed-epoch <n>", "its epoch (from its promote result; never guess)")
     .action(
@@ -473,7 +483,7 @@ export function registerGroupsCommands(program: Command, run: CommandRunner): vo
           [
             r.idempotent
               ? `${roomId} already follows ${r.authority_gateway_id}@${r.authority_epoch}`
-              : `demoted: ${roomId} now follows ${r.authority_gateway_id}@${r.authority_epoch} (authority.lost recorded)`,
+              : `demoted: ${roomId} now follows ${r.authority_gateway_id}@${r.authority_epoch} (recorded beside the log: hermes groups replica-state ${roomId})`,
             `next: hermes groups replicate ${roomId} --from <url or peer of ${r.authority_gateway_id}> --follow`,
           ].join("\n"),
         );

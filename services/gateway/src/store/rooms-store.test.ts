@@ -7,6 +7,7 @@ import {
   type AppendRequest,
   buildLogPage,
   buildPackedLogPage,
+  canonicalJson,
   newReplicaState,
   planAppendBatch,
   planCreateRoom,
@@ -14,7 +15,9 @@ import {
   planPromote,
   planReplication,
   ROOM_CONTROL_ACTOR,
+  type RoomEvent,
   roomInvariantViolations,
+  sealEvent,
 } from "../core/rooms/index.js";
 import { purgeProfileState, rekeyProfileState } from "./identity-store.js";
 import { GATEWAY_MIGRATIONS } from "./migrations/index.js";
@@ -100,6 +103,23 @@ function pullAll(source: RoomsStore, replica: RoomsStore, roomId: string, limit 
   }
 }
 
+/** room.created as gateways before member hosts wrote it: the creator's own profiles listed without a gateway. */
+function legacyCreated(roomId: string): RoomEvent {
+  return sealEvent(
+    {
+      room_id: roomId,
+      seq: 1,
+      event_id: "system:room-created",
+      kind: "room.created",
+      actor_json: canonicalJson(ROOM_CONTROL_ACTOR),
+      epoch: 1,
+      payload_json: canonicalJson({ name: "Room", members: MEMBERS }),
+      created_at: NOW,
+    },
+    "",
+  );
+}
+
 function reread(store: RoomsStore, roomId: string) {
   store.dropCache();
   const room = store.room(roomId)!;
@@ -119,6 +139,77 @@ describe("RoomsStore", () => {
     expect(rekeyProfileState(store.db, "alice", "alicia").room_members).toBe(1);
     expect(store.db.prepare("SELECT profile FROM room_members").all()).toEqual([{ profile: "alicia" }]);
     expect(purgeProfileState(store.db, "alicia").room_members).toBe(1);
+  });
+
+  it("stores every member with the gateway hosting it; each gateway keeps handles only for the members it hosts", () => {
+    const a = open("a", "gw-a");
+    const other = open("other", "gw-other");
+    create(a);
+    const hosted = [
+      { member_id: "alice", profile: "alice", gateway_id: "gw-a" },
+      { member_id: "bob", profile: "bob", gateway_id: "gw-other" },
+    ];
+    expect(reread(a, "r").meta.members).toEqual(hosted);
+    expect(JSON.parse(a.eventAt("r", 1)!.payload_json).members).toEqual(hosted);
+    pullAll(a, other, "r");
+    expect(reread(other, "r").meta.members).toEqual(hosted);
+    expect(other.db.prepare("SELECT member_id, profile FROM room_members").all()).toEqual([{ member_id: "bob", profile: "bob" }]);
+    expect(rekeyProfileState(other.db, "bob", "robert").room_members).toBe(1);
+    expect(other.db.prepare("SELECT profile FROM room_members").all()).toEqual([{ profile: "robert" }]);
+  });
+
+  it("hosts members that a log of an older gateway lists without a gateway on the gateway that wrote the list", () => {
+    const old = open("old", "gw-a");
+    const replica = open("replica", "gw-b");
+    create(old);
+    const legacy = legacyCreated("r");
+    old.db
+      .prepare("UPDATE room_events SET payload_json = ?, hash = ? WHERE room_id = 'r' AND seq = 1")
+      .run(legacy.payload_json, legacy.hash);
+    old.db.prepare("UPDATE rooms SET last_hash = ? WHERE room_id = 'r'").run(legacy.hash);
+    old.dropCache();
+    pullAll(old, replica, "r");
+    expect(reread(replica, "r").meta.members).toEqual([
+      { member_id: "alice", profile: "alice", gateway_id: "gw-a" },
+      { member_id: "bob", profile: "bob", gateway_id: "gw-other" },
+    ]);
+    expect(replica.db.prepare("SELECT count(*) FROM room_members").pluck().get()).toBe(0);
+  });
+
+  it("upgrades a database of the previous schema: stored member lists get their hosts, demotions get their table", () => {
+    const path = join(dir, "upgrade.db");
+    const before = openDatabase(path, { label: "upgrade", migrations: GATEWAY_MIGRATIONS.slice(0, 4) });
+    // A room this gateway (gw-a) created and one it replicates from gw-z, as the previous version stored them.
+    for (const [roomId, creator] of [
+      ["led", "gw-a"],
+      ["copy", "gw-z"],
+    ] as const) {
+      const e = legacyCreated(roomId);
+      before
+        .prepare(
+          `INSERT INTO rooms (room_id, name, members_json, authority_gateway_id, authority_epoch, next_seq, revision, created_at,
+             updated_at, max_epoch_seen, last_hash, safety_status) VALUES (?, 'Room', ?, ?, 1, 2, 1, ?, ?, 1, ?, 'passive')`,
+        )
+        .run(roomId, JSON.stringify(MEMBERS), creator, NOW, NOW, e.hash);
+      before.prepare("INSERT INTO room_lineage (room_id, epoch, gateway_id, start_seq) VALUES (?, 1, ?, 1)").run(roomId, creator);
+      before
+        .prepare(`INSERT INTO room_events (room_id, seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash)
+                  VALUES (@room_id, @seq, @event_id, @kind, @actor_json, @epoch, @payload_json, @created_at, @hash)`)
+        .run(e);
+    }
+    before.close();
+    const after = openDatabase(path, { label: "upgrade", migrations: GATEWAY_MIGRATIONS });
+    dbs.push(after);
+    const store = new RoomsStore(after, "gw-a", () => NOW);
+    expect(store.room("led")!.meta.members).toEqual([
+      { member_id: "alice", profile: "alice", gateway_id: "gw-a" },
+      { member_id: "bob", profile: "bob", gateway_id: "gw-other" },
+    ]);
+    expect(store.room("copy")!.meta.members).toEqual([
+      { member_id: "alice", profile: "alice", gateway_id: "gw-z" },
+      { member_id: "bob", profile: "bob", gateway_id: "gw-other" },
+    ]);
+    expect(store.lastDemotion("led")).toBeNull();
   });
 
   it("commits a group of appends atomically, and a failed commit leaves nothing behind", () => {
@@ -207,7 +298,7 @@ describe("RoomsStore", () => {
     append(a, "r", [send("m1")]);
     pullAll(a, b, "r");
     // b is promoted (a is cut off); a keeps writing and renames the room on its own branch.
-    const promote = planPromote(b.state("r")!, { confirm: true, max_durable_epoch: b.maxDurableEpoch() }, NOW);
+    const promote = planPromote(b.state("r")!, { confirm: true, max_durable_epoch: b.maxDurableEpoch(), stored: b.storedKinds("r") }, NOW);
     if (!promote.ok) throw new Error("promote refused");
     b.syncBarrier();
     b.commitPromote("r", promote);

@@ -1,20 +1,25 @@
 import { type Db, databaseError, HermesError } from "@hermes/common";
 import type Database from "better-sqlite3";
-import type {
-  AppendBatchPlan,
-  CreateRoomPlan,
-  DemotePlan,
-  DivergenceRecord,
-  LineageEntry,
-  LocalEntry,
-  LocalLogLookup,
-  Member,
-  PackedEventJson,
-  PromotePlan,
-  ReplicationDecision,
-  RoomEvent,
-  RoomState,
-  SafetyStatus,
+import {
+  type AppendBatchPlan,
+  type CreateRoomPlan,
+  type DemotePlan,
+  type DemotionRecord,
+  type DivergenceRecord,
+  type EventIdLookup,
+  type EventKind,
+  entryAt,
+  type LineageEntry,
+  type LocalEntry,
+  type LocalLogLookup,
+  type Member,
+  type PackedEventJson,
+  type PromotePlan,
+  type ReplicationDecision,
+  type RoomEvent,
+  type RoomState,
+  type SafetyStatus,
+  withHosts,
 } from "../core/rooms/index.js";
 
 /**
@@ -113,6 +118,7 @@ export class RoomsStore {
     lineage: Database.Statement;
     retired: Database.Statement;
     eventById: Database.Statement;
+    kindById: Database.Statement;
     eventsByIds: Database.Statement;
     eventAt: Database.Statement;
     entryAt: Database.Statement;
@@ -128,6 +134,8 @@ export class RoomsStore {
     insertMember: Database.Statement;
     retire: Database.Statement;
     setSource: Database.Statement;
+    insertDemotion: Database.Statement;
+    lastDemotion: Database.Statement;
   };
 
   constructor(
@@ -142,6 +150,7 @@ export class RoomsStore {
       lineage: db.prepare("SELECT epoch, gateway_id, start_seq FROM room_lineage WHERE room_id = ? ORDER BY epoch"),
       retired: db.prepare("SELECT 1 FROM room_retired_ids WHERE room_id = ?"),
       eventById: db.prepare(`SELECT ${EVENT_COLUMNS} FROM room_events WHERE room_id = ? AND event_id = ?`),
+      kindById: db.prepare("SELECT kind FROM room_events WHERE room_id = ? AND event_id = ?").pluck(),
       eventsByIds: db.prepare(
         `SELECT ${EVENT_COLUMNS} FROM room_events WHERE room_id = ? AND event_id IN (SELECT value FROM json_each(?))`,
       ),
@@ -183,6 +192,10 @@ export class RoomsStore {
       insertMember: db.prepare("INSERT OR REPLACE INTO room_members (room_id, member_id, profile) VALUES (?, ?, ?)"),
       retire: db.prepare("INSERT OR IGNORE INTO room_retired_ids (room_id, retired_at) VALUES (?, ?)"),
       setSource: db.prepare("UPDATE rooms SET replica_source_json = ? WHERE room_id = ?"),
+      insertDemotion: db.prepare(`
+        INSERT OR REPLACE INTO room_demotions (room_id, demoted_at, previous_gateway_id, previous_epoch, authority_gateway_id, authority_epoch, last_seq)
+        VALUES (@room_id, @demoted_at, @previous_gateway_id, @previous_epoch, @authority_gateway_id, @authority_epoch, @last_seq)`),
+      lastDemotion: db.prepare("SELECT * FROM room_demotions WHERE room_id = ? ORDER BY authority_epoch DESC LIMIT 1"),
     };
   }
 
@@ -211,6 +224,16 @@ export class RoomsStore {
 
   eventById(roomId: string, eventId: string): RoomEvent | null {
     return (this.stmt.eventById.get(roomId, eventId) as RoomEvent | undefined) ?? null;
+  }
+
+  /** Synchronous event_id → kind of a room's stored events (where a server event needs a fresh id). */
+  storedKinds(roomId: string): EventIdLookup {
+    return (eventId) => (this.stmt.kindById.get(roomId, eventId) as EventKind | undefined) ?? undefined;
+  }
+
+  /** The audit record of this gateway's latest demotion for the room, or null. */
+  lastDemotion(roomId: string): DemotionRecord | null {
+    return (this.stmt.lastDemotion.get(roomId) as DemotionRecord | undefined) ?? null;
   }
 
   /**
@@ -346,7 +369,7 @@ export class RoomsStore {
       this.stmt.upsertRoom.run(this.rowParams(stored));
       this.writeLineage(plan.state.room_id, plan.state.lineage);
       this.insertEvents([plan.event]);
-      this.writeMembers(plan.state, meta.members);
+      this.writeMembers(plan.state.room_id, meta.members);
     });
     this.cache.set(plan.state.room_id, stored);
     return stored;
@@ -366,7 +389,7 @@ export class RoomsStore {
         for (const { roomId, plan } of changing) {
           const current = this.mustRoom(roomId);
           this.insertEvents(plan.appended);
-          const meta = this.metaAfter(current, plan.appended);
+          const meta = this.metaAfter(current, plan.appended, plan.state.lineage);
           const stored: StoredRoom = { ...current, state: plan.state, meta };
           this.saveRow(stored, current);
           next.set(roomId, stored);
@@ -394,7 +417,7 @@ export class RoomsStore {
         switch (decision.kind) {
           case "apply": {
             this.insertEvents(decision.events);
-            stored = { ...base, state: decision.state, meta: this.metaAfter(base, decision.events) };
+            stored = { ...base, state: decision.state, meta: this.metaAfter(base, decision.events, decision.state.lineage) };
             break;
           }
           case "noop":
@@ -405,7 +428,7 @@ export class RoomsStore {
           case "diverged": {
             divergenceId = this.moveBranch(roomId, decision.divergence, decision.moved);
             this.insertEvents(decision.events);
-            stored = { ...base, state: decision.state, meta: this.recomputeMeta(roomId, base.meta) };
+            stored = { ...base, state: decision.state, meta: this.recomputeMeta(roomId, base.meta, decision.state.lineage) };
             break;
           }
         }
@@ -436,12 +459,12 @@ export class RoomsStore {
     this.cache.set(roomId, stored);
   }
 
-  /** `groups.demote`: authority.lost at the head of the old branch and the adopted authority. */
+  /** `groups.demote`: the adopted authority and the demotion's audit record (the log is left as it is). */
   commitDemote(roomId: string, plan: Extract<DemotePlan, { ok: true; idempotent: false }>): void {
     const current = this.mustRoom(roomId);
     const stored: StoredRoom = { ...current, state: plan.state, meta: { ...current.meta, updated_at: this.now() } };
     this.write([roomId], () => {
-      this.insertEvents([plan.lost]);
+      this.stmt.insertDemotion.run(plan.demotion);
       this.saveRow(stored, current);
     });
     this.cache.set(roomId, stored);
@@ -600,7 +623,7 @@ export class RoomsStore {
         created_at: meta.created_at,
         disbanded_at: meta.disbanded_at,
       });
-      if (before === undefined || before.meta.members !== meta.members) this.writeMembers(state, meta.members);
+      if (before === undefined || before.meta.members !== meta.members) this.writeMembers(state.room_id, meta.members);
     }
   }
 
@@ -609,16 +632,11 @@ export class RoomsStore {
     for (const entry of lineage) this.stmt.insertLineage.run(roomId, entry.epoch, entry.gateway_id, entry.start_seq);
   }
 
-  /**
-   * The membership handles of this gateway's profiles (the identity registry rekeys them). A member
-   * without a gateway_id lives on the gateway that created the room (the first lineage entry).
-   */
-  private writeMembers(state: RoomState, members: readonly Member[]): void {
-    this.stmt.deleteMembers.run(state.room_id);
-    const creator = state.lineage[0]?.gateway_id;
+  /** The membership handles of this gateway's profiles: the members it hosts (the identity registry rekeys them). */
+  private writeMembers(roomId: string, members: readonly Member[]): void {
+    this.stmt.deleteMembers.run(roomId);
     for (const member of members) {
-      const home = member.gateway_id ?? creator;
-      if (home === this.selfGatewayId) this.stmt.insertMember.run(state.room_id, member.member_id, member.profile);
+      if (member.gateway_id === this.selfGatewayId) this.stmt.insertMember.run(roomId, member.member_id, member.profile);
     }
   }
 
@@ -650,23 +668,26 @@ export class RoomsStore {
     for (const e of events) if (e.kind === "room.disbanded") this.stmt.retire.run(e.room_id, this.now());
   }
 
-  /** Meta after appending `events` (only room.* kinds change it). Returns the same object when nothing changed but the time. */
-  private metaAfter(room: StoredRoom, events: readonly RoomEvent[]): RoomMeta {
+  /**
+   * Meta after appending `events` (only room.* kinds change it), `lineage` describing them.
+   * Returns the same object when nothing changed but the time.
+   */
+  private metaAfter(room: StoredRoom, events: readonly RoomEvent[], lineage: readonly LineageEntry[]): RoomMeta {
     let meta: RoomMeta = { ...room.meta, updated_at: this.now() };
     for (const event of events) {
       if (!event.kind.startsWith("room.")) continue;
-      meta = applyMetaEvent(meta, event);
+      meta = applyMetaEvent(meta, event, lineage);
     }
     return meta;
   }
 
   /** Meta from the log as it now stands (after a branch moved away, a rename may have gone with it). */
-  private recomputeMeta(roomId: string, before: RoomMeta): RoomMeta {
+  private recomputeMeta(roomId: string, before: RoomMeta, lineage: readonly LineageEntry[]): RoomMeta {
     const rows = this.db
       .prepare(`SELECT ${EVENT_COLUMNS} FROM room_events WHERE room_id = ? AND kind IN ${META_KINDS} ORDER BY seq`)
       .all(roomId) as RoomEvent[];
     let meta: RoomMeta = { ...before, name: "", members: [], revision: 0, disbanded_at: null, updated_at: this.now() };
-    for (const event of rows) meta = applyMetaEvent(meta, event);
+    for (const event of rows) meta = applyMetaEvent(meta, event, lineage);
     return meta;
   }
 
@@ -711,25 +732,31 @@ function sameLineage(a: readonly LineageEntry[], b: readonly LineageEntry[]): bo
   return a.every((x, i) => x.epoch === b[i]!.epoch && x.gateway_id === b[i]!.gateway_id && x.start_seq === b[i]!.start_seq);
 }
 
-function applyMetaEvent(meta: RoomMeta, event: RoomEvent): RoomMeta {
+/**
+ * The meta a room.* event leaves. A member list names every member's host gateway: a member
+ * without one (lists written by earlier versions) lives on the gateway that wrote the list, the
+ * authority in force at the event's seq.
+ */
+function applyMetaEvent(meta: RoomMeta, event: RoomEvent, lineage: readonly LineageEntry[]): RoomMeta {
   const payload = parseJson<Record<string, unknown>>(event.payload_json, {});
+  const members = () => {
+    if (!Array.isArray(payload.members)) return meta.members;
+    const writer = entryAt(lineage, event.seq)?.gateway_id;
+    return writer === undefined ? (payload.members as Member[]) : withHosts(payload.members as Member[], writer);
+  };
   switch (event.kind) {
     case "room.created":
       return {
         ...meta,
         name: typeof payload.name === "string" ? payload.name : meta.name,
-        members: Array.isArray(payload.members) ? (payload.members as Member[]) : meta.members,
+        members: members(),
         revision: Math.max(meta.revision, 1),
         created_at: event.created_at,
       };
     case "room.renamed":
       return { ...meta, name: typeof payload.name === "string" ? payload.name : meta.name, revision: meta.revision + 1 };
     case "room.members_changed":
-      return {
-        ...meta,
-        members: Array.isArray(payload.members) ? (payload.members as Member[]) : meta.members,
-        revision: meta.revision + 1,
-      };
+      return { ...meta, members: members(), revision: meta.revision + 1 };
     case "room.disbanded":
       return { ...meta, disbanded_at: event.created_at, revision: meta.revision + 1 };
     default:

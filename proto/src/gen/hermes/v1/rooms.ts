@@ -137,7 +137,28 @@ export interface Room {
     | string
     | undefined;
   /** Set while this gateway is fenced by a newer claim. */
-  fenced_by: Authority | undefined;
+  fenced_by:
+    | Authority
+    | undefined;
+  /** This gateway's latest demotion for the room, if it was ever demoted. */
+  demoted: DemotionRecord | undefined;
+}
+
+/**
+ * A demotion as the old authority records it: an audit record beside the room, not an event of
+ * its log (an event there would fork it from the new authority's, whose claim takes that seq).
+ */
+export interface DemotionRecord {
+  room_id: string;
+  demoted_at: string;
+  /** This gateway's own authority until the demotion. */
+  previous_gateway_id: string;
+  previous_epoch: number;
+  /** The authority it follows from then on. */
+  authority_gateway_id: string;
+  authority_epoch: number;
+  /** Where this gateway's log ended; the new authority's continues after it. */
+  last_seq: number;
 }
 
 export interface CapabilitiesRequest {
@@ -300,7 +321,10 @@ export interface DivergenceRecord {
   winning_epoch: number;
   winning_gateway_id: string;
   count: number;
-  /** Only authority.lost markers: a clean handover, no operator action needed. */
+  /**
+   * Only authority.lost markers (written by demotes of earlier versions): a clean handover, no
+   * alarm and no operator action needed.
+   */
   markers_only: boolean;
   /** The preserved events (only in Divergence replies). */
   events: RoomEvent[];
@@ -346,7 +370,11 @@ export interface ReplicaStateReply {
   safety_reason?: string | undefined;
   role: string;
   /** Set while this gateway follows the room (or stopped following it with an error). */
-  following: FollowStatus | undefined;
+  following:
+    | FollowStatus
+    | undefined;
+  /** This gateway's latest demotion for the room, if it was ever demoted. */
+  demoted: DemotionRecord | undefined;
 }
 
 export interface PromoteRequest {
@@ -1371,6 +1399,7 @@ function createBaseRoom(): Room {
     safety_status: "",
     safety_reason: undefined,
     fenced_by: undefined,
+    demoted: undefined,
   };
 }
 
@@ -1417,6 +1446,9 @@ export const Room: MessageFns<Room> = {
     }
     if (message.fenced_by !== undefined) {
       Authority.encode(message.fenced_by, writer.uint32(114).fork()).join();
+    }
+    if (message.demoted !== undefined) {
+      DemotionRecord.encode(message.demoted, writer.uint32(122).fork()).join();
     }
     return writer;
   },
@@ -1546,6 +1578,14 @@ export const Room: MessageFns<Room> = {
             message.fenced_by = Authority.decode(reader, reader.uint32());
             continue;
           }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.demoted = DemotionRecord.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1579,6 +1619,144 @@ export const Room: MessageFns<Room> = {
     message.fenced_by = (object.fenced_by !== undefined && object.fenced_by !== null)
       ? Authority.fromPartial(object.fenced_by)
       : undefined;
+    message.demoted = (object.demoted !== undefined && object.demoted !== null)
+      ? DemotionRecord.fromPartial(object.demoted)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseDemotionRecord(): DemotionRecord {
+  return {
+    room_id: "",
+    demoted_at: "",
+    previous_gateway_id: "",
+    previous_epoch: 0,
+    authority_gateway_id: "",
+    authority_epoch: 0,
+    last_seq: 0,
+  };
+}
+
+export const DemotionRecord: MessageFns<DemotionRecord> = {
+  encode(message: DemotionRecord, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.room_id !== "") {
+      writer.uint32(10).string(message.room_id);
+    }
+    if (message.demoted_at !== "") {
+      writer.uint32(18).string(message.demoted_at);
+    }
+    if (message.previous_gateway_id !== "") {
+      writer.uint32(26).string(message.previous_gateway_id);
+    }
+    if (message.previous_epoch !== 0) {
+      writer.uint32(32).uint64(message.previous_epoch);
+    }
+    if (message.authority_gateway_id !== "") {
+      writer.uint32(42).string(message.authority_gateway_id);
+    }
+    if (message.authority_epoch !== 0) {
+      writer.uint32(48).uint64(message.authority_epoch);
+    }
+    if (message.last_seq !== 0) {
+      writer.uint32(56).uint64(message.last_seq);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DemotionRecord {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDemotionRecord();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.room_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.demoted_at = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.previous_gateway_id = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.previous_epoch = longToNumber(reader.uint64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.authority_gateway_id = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.authority_epoch = longToNumber(reader.uint64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.last_seq = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DemotionRecord>, I>>(base?: I): DemotionRecord {
+    return DemotionRecord.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DemotionRecord>, I>>(object: I): DemotionRecord {
+    const message = createBaseDemotionRecord();
+    message.room_id = object.room_id ?? "";
+    message.demoted_at = object.demoted_at ?? "";
+    message.previous_gateway_id = object.previous_gateway_id ?? "";
+    message.previous_epoch = object.previous_epoch ?? 0;
+    message.authority_gateway_id = object.authority_gateway_id ?? "";
+    message.authority_epoch = object.authority_epoch ?? 0;
+    message.last_seq = object.last_seq ?? 0;
     return message;
   },
 };
@@ -3682,6 +3860,7 @@ function createBaseReplicaStateReply(): ReplicaStateReply {
     safety_reason: undefined,
     role: "",
     following: undefined,
+    demoted: undefined,
   };
 }
 
@@ -3713,6 +3892,9 @@ export const ReplicaStateReply: MessageFns<ReplicaStateReply> = {
     }
     if (message.following !== undefined) {
       FollowStatus.encode(message.following, writer.uint32(74).fork()).join();
+    }
+    if (message.demoted !== undefined) {
+      DemotionRecord.encode(message.demoted, writer.uint32(82).fork()).join();
     }
     return writer;
   },
@@ -3802,6 +3984,14 @@ export const ReplicaStateReply: MessageFns<ReplicaStateReply> = {
             message.following = FollowStatus.decode(reader, reader.uint32());
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.demoted = DemotionRecord.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3831,6 +4021,9 @@ export const ReplicaStateReply: MessageFns<ReplicaStateReply> = {
     message.role = object.role ?? "";
     message.following = (object.following !== undefined && object.following !== null)
       ? FollowStatus.fromPartial(object.following)
+      : undefined;
+    message.demoted = (object.demoted !== undefined && object.demoted !== null)
+      ? DemotionRecord.fromPartial(object.demoted)
       : undefined;
     return message;
   },

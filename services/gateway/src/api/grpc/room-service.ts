@@ -5,6 +5,7 @@ import type {
   AppendRequest,
   AppendResult,
   DiscussionStatus,
+  ReplicaStateReply,
   ReplicateRequest,
   Room,
   RoomServiceServer,
@@ -16,7 +17,7 @@ import type {
   Member as WireMember,
   ReplicateProgress as WireProgress,
 } from "@hermes/proto/hermes/v1/rooms";
-import type { RoomDriverStatus, RoomsService, RoomView } from "../../app/rooms/rooms-service.js";
+import type { ReplicaStateResult, RoomDriverStatus, RoomsService, RoomView } from "../../app/rooms/rooms-service.js";
 import { optionalAuthority, toWireAnyPage, toWireEvent, toWirePackedPage, toWirePage } from "../../app/rooms/wire.js";
 import type { Member, RoomEvent } from "../../core/rooms/index.js";
 import { parseRoomParams, sourceSpecOf } from "../room-params.js";
@@ -51,6 +52,16 @@ export function toWireRoom(v: RoomView): Room {
     safety_status: v.safety_status,
     safety_reason: v.safety_reason ?? undefined,
     fenced_by: v.fenced_by ?? undefined,
+    demoted: v.demoted ?? undefined,
+  };
+}
+
+function toWireReplicaState(s: ReplicaStateResult): ReplicaStateReply {
+  return {
+    ...s,
+    safety_reason: s.safety_reason ?? undefined,
+    following: s.following ? { ...s.following, last_error: s.following.last_error ?? undefined } : undefined,
+    demoted: s.demoted ?? undefined,
   };
 }
 
@@ -273,14 +284,7 @@ export function roomServiceHandlers(rooms: RoomsService): ServiceHandlers<RoomSe
         if (!call.cancelled) streamError(call, err);
       });
     }) as unknown as ServiceHandlers<RoomServiceServer>["replicate"],
-    replicaState: (req) => {
-      const s = rooms.replicaState(parseRoomParams("room", req).room_id);
-      return {
-        ...s,
-        safety_reason: s.safety_reason ?? undefined,
-        following: s.following ? { ...s.following, last_error: s.following.last_error ?? undefined } : undefined,
-      };
-    },
+    replicaState: (req) => toWireReplicaState(rooms.replicaState(parseRoomParams("room", req).room_id)),
     promote: (req) => rooms.promote(parseRoomParams("promote", req)),
     demote: (req) => rooms.demote(parseRoomParams("demote", req)),
     state: (req) => {
@@ -320,13 +324,6 @@ export function roomServiceHandlers(rooms: RoomsService): ServiceHandlers<RoomSe
       const r = await rooms.repost(p);
       return { room_id: r.room_id, items: r.items.map((i) => ({ ...i, event: toWireEvent(i.event) })) };
     },
-    releaseSafety: (req) => {
-      const s = rooms.release(parseRoomParams("room", req).room_id);
-      return {
-        ...s,
-        safety_reason: s.safety_reason ?? undefined,
-        following: s.following ? { ...s.following, last_error: s.following.last_error ?? undefined } : undefined,
-      };
-    },
+    releaseSafety: (req) => toWireReplicaState(rooms.release(parseRoomParams("room", req).room_id)),
   };
 }

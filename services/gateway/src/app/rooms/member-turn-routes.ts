@@ -47,8 +47,10 @@ function parseResult(value: unknown, where: string): MemberTurnResult {
 }
 
 /**
- * Where each member's turn runs (DESIGN §3.6): members without a gateway id, or with this
- * gateway's, run here; a member on another gateway runs there — directly over gRPC
+ * Where each member's turn runs (DESIGN §3.6), by the gateway hosting it: rooms store every
+ * member with its host (the store fills in the writer of member lists that lack one), so after an
+ * authority move the creator's bots still run on the creator. Members hosted here (or naming no
+ * gateway at all) run here; a member on another gateway runs there — directly over gRPC
  * (`RoomMemberService.RunMemberTurn`) when a registered peer is named after that gateway
  * (`bot_peers.<gateway id>` with `HERMES_PEER_<GATEWAY_ID>_KEY`), else through the relay tunnel to
  * the connection the relay roster lists for that gateway id (a connection may be named anything,

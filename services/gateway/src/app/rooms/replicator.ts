@@ -115,7 +115,10 @@ export class Replicator {
       metrics.replicated.inc(decision.events.length);
       this.deps.applied(roomId);
     }
-    if (decision.kind === "diverged") {
+    if (decision.kind === "diverged" && decision.divergence.markers_only) {
+      // A handover marker of an earlier version's demote: a clean move, not a split brain.
+      this.deps.logger.info({ room_id: roomId, divergence: decision.divergence }, "handover marker preserved off the winning lineage");
+    } else if (decision.kind === "diverged") {
       metrics.divergences.inc();
       this.deps.logger.warn({ room_id: roomId, divergence: decision.divergence }, "room diverged: local branch preserved");
     }

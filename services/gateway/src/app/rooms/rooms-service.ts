@@ -9,11 +9,13 @@ import {
   type Authority,
   buildLogPage,
   buildPackedLogPage,
+  checkClientEventId,
   checkId,
   checkSendParams,
   clientSendRequest,
   DEFAULT_PROMOTE_REASON,
   type DemoteResult,
+  type DemotionRecord,
   formatAuthority,
   type LogPage,
   MAX_LOG_LIMIT,
@@ -35,6 +37,7 @@ import {
   releaseSafety,
   replicaStateView,
   sendResult,
+  serverEventId,
 } from "../../core/rooms/index.js";
 import { type FollowSourceRef, type PreservedBranch, RoomsStore, type StoredRoom } from "../../store/rooms-store.js";
 import type { PeerDirectory } from "../peers/peer-directory.js";
@@ -150,6 +153,8 @@ export interface RoomView {
   safety_status: string;
   safety_reason: string | null;
   fenced_by: Authority | null;
+  /** This gateway's latest demotion for the room (an audit record, not a log event), or null. */
+  demoted: DemotionRecord | null;
 }
 
 export interface ReplicaStateResult {
@@ -162,6 +167,7 @@ export interface ReplicaStateResult {
   safety_reason: string | null;
   role: "authority" | "replica";
   following: FollowStatus | null;
+  demoted: DemotionRecord | null;
 }
 
 export interface SubscribeParams {
@@ -326,6 +332,7 @@ export class RoomsService {
       safety_status: state.safety_status,
       safety_reason: state.safety_reason,
       fenced_by: state.fenced_by ? { ...state.fenced_by } : null,
+      demoted: this.store.lastDemotion(state.room_id),
     };
   }
 
@@ -497,7 +504,12 @@ export class RoomsService {
   replicaState(roomId: unknown): ReplicaStateResult {
     const id = checkedRoomId(roomId);
     const { state } = this.room(id);
-    return { ...replicaStateView(state), role: state.role, following: this.replicator.followStatus(id) ?? null };
+    return {
+      ...replicaStateView(state),
+      role: state.role,
+      following: this.replicator.followStatus(id) ?? null,
+      demoted: this.store.lastDemotion(id),
+    };
   }
 
   /**
@@ -508,7 +520,7 @@ export class RoomsService {
   promote(params: { room_id: unknown; confirm?: unknown; reason?: unknown }): PromoteResult {
     const roomId = checkedRoomId(params.room_id);
     const before = this.room(roomId).state;
-    const input = { confirm: params.confirm, reason: params.reason ?? DEFAULT_PROMOTE_REASON };
+    const input = { confirm: params.confirm, reason: params.reason ?? DEFAULT_PROMOTE_REASON, stored: this.store.storedKinds(roomId) };
     const dryRun = planPromote(before, { ...input, max_durable_epoch: 0 }, this.now());
     if (!dryRun.ok) throw refusalError(dryRun.refusal);
     this.replicator.stopFollowing(roomId, true);
@@ -554,10 +566,16 @@ export class RoomsService {
   async rename(params: { room_id: unknown; name?: unknown; event_id?: unknown }): Promise<RoomView> {
     const roomId = checkedRoomId(params.room_id);
     this.room(roomId);
-    const eventId = params.event_id ?? `system:room-renamed:${randomBytes(8).toString("hex")}`;
+    let eventId = `system:room-renamed:${randomBytes(8).toString("hex")}`;
+    if (params.event_id !== undefined) {
+      // The client's idempotency key of the rename: never one of the ids the server writes itself.
+      const checked = checkClientEventId(params.event_id);
+      if (!checked.ok) throw refusalError(checked.refusal);
+      eventId = checked.value;
+    }
     await this.append(roomId, {
       origin: "server",
-      event_id: eventId as string,
+      event_id: eventId,
       kind: "room.renamed",
       actor: ROOM_CONTROL_ACTOR,
       payload: { name: params.name },
@@ -565,13 +583,17 @@ export class RoomsService {
     return this.view(this.room(roomId));
   }
 
-  /** `groups.disband`: room.disbanded closes the log; the id is retired for good (same transaction). */
+  /**
+   * `groups.disband`: room.disbanded closes the log; the id is retired for good (same transaction).
+   * Its id is `system:room-disbanded` (a repeat is idempotent), or the next free one when a log
+   * written by an older gateway holds that id for a client's message.
+   */
   async disband(roomId: unknown): Promise<{ room_id: string; event: RoomEvent; idempotent: boolean }> {
     const id = checkedRoomId(roomId);
     this.room(id);
     const outcome = await this.append(id, {
       origin: "server",
-      event_id: "system:room-disbanded",
+      event_id: serverEventId("system:room-disbanded", this.store.storedKinds(id), "room.disbanded"),
       kind: "room.disbanded",
       actor: ROOM_CONTROL_ACTOR,
       payload: {},
@@ -703,7 +725,7 @@ export class RoomsService {
         if (m.thread_id !== undefined) payload.thread_id = m.thread_id;
         const origin = typeof m.origin === "string" && m.origin.length > 0 ? ` (repost of ${m.origin})` : " (repost)";
         return this.append(roomId, {
-          origin: "client",
+          origin: "repost",
           event_id: m.event_id,
           kind: "message.user",
           actor: { kind: "user", id: "operator", display_name: `operator${origin}`.slice(0, 200) },

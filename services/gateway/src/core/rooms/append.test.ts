@@ -111,6 +111,25 @@ describe("planAppend", () => {
     expect(renamed.outcome.kind).toBe("appended");
   });
 
+  it("keeps the server's id prefixes for the server: clients never, reposts only their derived repost: ids", () => {
+    const { state } = room();
+    for (const id of ["system:room-disbanded", "turn:t1:started", `repost:${"0".repeat(40)}`]) {
+      expect(planAppend(state, send(id), null, NOW).outcome, id).toMatchObject({
+        kind: "refused",
+        refusal: { reason: "invalid_params", data: { field: "event_id", reserved_prefix: id.slice(0, id.indexOf(":") + 1) } },
+      });
+    }
+    const repost = (event_id: string) => planAppend(state, { ...send(event_id), origin: "repost" }, null, NOW).outcome;
+    expect(repost(`repost:${"ab".repeat(20)}`).kind).toBe("appended");
+    expect(repost("system:room-disbanded")).toMatchObject({ refusal: { reason: "invalid_params" } });
+    expect(repost("m1")).toMatchObject({ refusal: { reason: "invalid_params" } });
+    expect(
+      planAppend(state, { ...send(`repost:${"ab".repeat(20)}`), origin: "repost", kind: "room.renamed" }, null, NOW).outcome,
+    ).toMatchObject({
+      refusal: { reason: "invalid_params", data: { field: "kind" } },
+    });
+  });
+
   it("requires a gateway actor to be the authority itself", () => {
     const { state } = room();
     const turn = (id: string): AppendRequest => ({

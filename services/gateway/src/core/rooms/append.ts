@@ -3,11 +3,16 @@ import { MAX_BATCH_APPENDS } from "./limits.js";
 import { formatAuthority } from "./lineage.js";
 import { type Refusal, refusal } from "./refusal.js";
 import { type Actor, CLIENT_APPENDABLE_KINDS, type RoomEvent, type RoomState } from "./types.js";
-import { checkActor, checkId, checkPayload, isEventKind, type SendParams } from "./validation.js";
+import { checkActor, checkClientEventId, checkId, checkPayload, checkRepostEventId, isEventKind, type SendParams } from "./validation.js";
 
-/** One append on the authority. `origin: "client"` (groups.send) may only append `message.user`. */
+/**
+ * One append on the authority. Who chose the event id and kind:
+ * - `client` (groups.send): only `message.user`, and never an id with a reserved prefix (`system:`, `turn:`, `repost:`);
+ * - `repost` (groups.repost): only `message.user`, under a `repost:` id derived from the preserved event;
+ * - `server`: the server's own kinds and ids.
+ */
 export interface AppendRequest {
-  origin: "client" | "server";
+  origin: "client" | "repost" | "server";
   event_id: string;
   kind: string;
   actor: Actor;
@@ -98,19 +103,26 @@ export function planAppendBatch(state: RoomState, items: readonly AppendItem[], 
   return { state: appended.length > 0 ? current : state, appended, outcomes };
 }
 
+/** The event id rule of each origin. */
+const EVENT_ID_CHECKS = {
+  client: (id: unknown) => checkClientEventId(id),
+  repost: (id: unknown) => checkRepostEventId(id),
+  server: (id: unknown) => checkId(id, "event_id"),
+} as const;
+
 function refused(r: Refusal): AppendOutcome {
   return { kind: "refused", refusal: r };
 }
 
 function decide(state: RoomState, item: AppendItem, stored: RoomEvent | null, now: string): AppendOutcome {
   const { request } = item;
-  const eventId = checkId(request.event_id, "event_id");
+  const eventId = EVENT_ID_CHECKS[request.origin](request.event_id);
   if (!eventId.ok) return refused(eventId.refusal);
   if (!isEventKind(request.kind)) {
     return refused(refusal("invalid_params", `unknown event kind ${JSON.stringify(request.kind)}`, { field: "kind" }));
   }
   const kind = request.kind;
-  if (request.origin === "client" && !CLIENT_APPENDABLE_KINDS.includes(kind)) {
+  if (request.origin !== "server" && !CLIENT_APPENDABLE_KINDS.includes(kind)) {
     return refused(
       refusal("invalid_params", `clients may only append ${CLIENT_APPENDABLE_KINDS.join(", ")}; ${kind} is written by the server`, {
         field: "kind",

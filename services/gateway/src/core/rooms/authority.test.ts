@@ -6,6 +6,7 @@ import { newReplicaState, planCreateRoom } from "./room-state.js";
 import type { RoomState } from "./types.js";
 
 const NOW = "2025-01-01T00:00:00.000Z";
+const NOTHING_STORED = () => undefined;
 
 function leader(): RoomState {
   const created = planCreateRoom({
@@ -40,15 +41,26 @@ function follower(): RoomState {
 describe("planPromote", () => {
   it("requires confirm === true exactly", () => {
     for (const confirm of [undefined, false, "true", 1, {}]) {
-      expect(planPromote(follower(), { confirm, max_durable_epoch: 1 }, NOW)).toMatchObject({
+      expect(planPromote(follower(), { confirm, max_durable_epoch: 1, stored: NOTHING_STORED }, NOW)).toMatchObject({
         ok: false,
         refusal: { reason: "confirm_required" },
       });
     }
   });
 
+  it("takes a fresh claim id when the log already holds the usual one (a client's, from an older gateway)", () => {
+    const held = new Set(["system:authority-claimed:7", "system:authority-claimed:7.2"]);
+    const plan = planPromote(
+      follower(),
+      { confirm: true, max_durable_epoch: 6, stored: (id) => (held.has(id) ? "message.user" : undefined) },
+      NOW,
+    );
+    if (!plan.ok) throw new Error(plan.refusal.message);
+    expect(plan.claim).toMatchObject({ kind: "authority.claimed", epoch: 7, event_id: "system:authority-claimed:7.3" });
+  });
+
   it("takes max durable epoch + 1, appends authority.claimed at last_seq + 1 and extends the lineage", () => {
-    const plan = planPromote(follower(), { confirm: true, max_durable_epoch: 6 }, NOW);
+    const plan = planPromote(follower(), { confirm: true, max_durable_epoch: 6, stored: NOTHING_STORED }, NOW);
     if (!plan.ok) throw new Error(plan.refusal.message);
     expect(plan.epoch).toBe(7);
     expect(plan.claim).toMatchObject({
@@ -92,33 +104,35 @@ describe("planPromote", () => {
 
   it("never reuses an epoch seen in the room, even when the durable counter is lower", () => {
     const seen = { ...follower(), max_epoch_seen: 9 };
-    const plan = planPromote(seen, { confirm: true, max_durable_epoch: 2, reason: "maintenance" }, NOW);
+    const plan = planPromote(seen, { confirm: true, max_durable_epoch: 2, reason: "maintenance", stored: NOTHING_STORED }, NOW);
     expect(plan.ok && plan.epoch).toBe(10);
     expect(plan.ok && JSON.parse(plan.claim.payload_json).reason).toBe("maintenance");
   });
 
   it("gives an empty replica that never saw a page at least epoch 2 (the creator holds 1)", () => {
-    const plan = planPromote(newReplicaState("r1", "B", "A"), { confirm: true, max_durable_epoch: 0 }, NOW);
+    const plan = planPromote(newReplicaState("r1", "B", "A"), { confirm: true, max_durable_epoch: 0, stored: NOTHING_STORED }, NOW);
     expect(plan.ok && [plan.epoch, plan.result.claim_seq]).toEqual([2, 1]);
   });
 
   it("refuses on an unfenced authority and on a disbanded room; a fenced authority may claim again", () => {
-    expect(planPromote(leader(), { confirm: true, max_durable_epoch: 1 }, NOW)).toMatchObject({
+    expect(planPromote(leader(), { confirm: true, max_durable_epoch: 1, stored: NOTHING_STORED }, NOW)).toMatchObject({
       ok: false,
       refusal: { reason: "refused" },
     });
-    expect(planPromote({ ...follower(), disbanded: true }, { confirm: true, max_durable_epoch: 1 }, NOW)).toMatchObject({
+    expect(
+      planPromote({ ...follower(), disbanded: true }, { confirm: true, max_durable_epoch: 1, stored: NOTHING_STORED }, NOW),
+    ).toMatchObject({
       ok: false,
       refusal: { reason: "room_disbanded" },
     });
     const fenced = observeEpoch(leader(), { gateway_id: "C", epoch: 4 })!.state;
-    const again = planPromote(fenced, { confirm: true, max_durable_epoch: 1 }, NOW);
+    const again = planPromote(fenced, { confirm: true, max_durable_epoch: 1, stored: NOTHING_STORED }, NOW);
     expect(again.ok && again.result).toMatchObject({ authority_epoch: 5, previous_gateway_id: "C", previous_epoch: 4 });
     expect(again.ok && again.state).toMatchObject({ fenced_by: null, safety_status: "passive" });
   });
 
   it("refuses a bad reason", () => {
-    expect(planPromote(follower(), { confirm: true, reason: "", max_durable_epoch: 1 }, NOW)).toMatchObject({
+    expect(planPromote(follower(), { confirm: true, reason: "", max_durable_epoch: 1, stored: NOTHING_STORED }, NOW)).toMatchObject({
       ok: false,
       refusal: { reason: "invalid_params" },
     });
@@ -141,22 +155,25 @@ describe("planDemote", () => {
     });
   });
 
-  it("appends authority.lost in its own epoch and follows the observed authority", () => {
-    const plan = planDemote(leader(), { observed_gateway_id: "B", observed_epoch: 3 }, NOW);
+  it("records the demotion beside the log (nothing is appended) and follows the observed authority", () => {
+    const before = leader();
+    const plan = planDemote(before, { observed_gateway_id: "B", observed_epoch: 3 }, NOW);
     if (!plan.ok || plan.idempotent) throw new Error("expected a demote");
-    expect(plan.lost).toMatchObject({ seq: 2, epoch: 1, kind: "authority.lost", event_id: "system:authority-lost:3" });
-    expect(JSON.parse(plan.lost.payload_json)).toEqual({
+    expect(plan.demotion).toEqual({
+      room_id: "r1",
+      demoted_at: NOW,
       previous_gateway_id: "A",
       previous_epoch: 1,
       authority_gateway_id: "B",
       authority_epoch: 3,
-      reason: "demoted",
+      last_seq: 1,
     });
     expect(plan.result).toEqual({ room_id: "r1", authority_gateway_id: "B", authority_epoch: 3, idempotent: false });
     expect(plan.state).toMatchObject({
       role: "replica",
       authority: { gateway_id: "B", epoch: 3 },
-      last_seq: 2,
+      last_seq: 1,
+      last_hash: before.last_hash,
       latest_seq: 0,
       max_epoch_seen: 3,
       lineage: [{ epoch: 1, gateway_id: "A", start_seq: 1 }],
@@ -176,7 +193,7 @@ describe("planDemote", () => {
     });
     const demoted = planDemote(leader(), { observed_gateway_id: "B", observed_epoch: MAX_EPOCH }, NOW);
     if (!demoted.ok || demoted.idempotent) throw new Error("demote to MAX_EPOCH should succeed");
-    expect(planPromote(demoted.state, { confirm: true, max_durable_epoch: 0 }, NOW)).toMatchObject({
+    expect(planPromote(demoted.state, { confirm: true, max_durable_epoch: 0, stored: NOTHING_STORED }, NOW)).toMatchObject({
       ok: false,
       refusal: { reason: "limit_exceeded" },
     });

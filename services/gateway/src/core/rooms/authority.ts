@@ -1,8 +1,8 @@
 import { MAX_EPOCH, MAX_NAME_CHARS } from "./limits.js";
 import { formatAuthority, maxEpoch, sameAuthority } from "./lineage.js";
 import { type Refusal, refusal } from "./refusal.js";
-import { AUTHORITY_CONTROL_ACTOR, nextServerEvent } from "./room-state.js";
-import type { Authority, RoomEvent, RoomState } from "./types.js";
+import { AUTHORITY_CONTROL_ACTOR, type EventIdLookup, nextServerEvent, serverEventId } from "./room-state.js";
+import type { Authority, DemotionRecord, RoomEvent, RoomState } from "./types.js";
 import { checkId } from "./validation.js";
 
 /**
@@ -47,6 +47,8 @@ export interface PromoteInput {
   reason?: unknown;
   /** Highest epoch found in ANY durable state of this gateway (all rooms' rows, lineage, epoch counters). */
   max_durable_epoch: number;
+  /** The room's stored event ids: the claim takes a fresh id when its usual one is already held. */
+  stored: EventIdLookup;
 }
 
 /** `groups.promote` result (§3.4). */
@@ -132,7 +134,7 @@ export function planPromote(state: RoomState, input: PromoteInput, now: string):
   const claim = nextServerEvent(
     state,
     {
-      event_id: `system:authority-claimed:${epoch}`,
+      event_id: serverEventId(`system:authority-claimed:${epoch}`, input.stored),
       kind: "authority.claimed",
       actor: AUTHORITY_CONTROL_ACTOR,
       epoch,
@@ -190,17 +192,18 @@ export interface DemoteResult {
 }
 
 export type DemotePlan =
-  | { ok: true; idempotent: false; lost: RoomEvent; state: RoomState; result: DemoteResult }
+  | { ok: true; idempotent: false; demotion: DemotionRecord; state: RoomState; result: DemoteResult }
   | { ok: true; idempotent: true; result: DemoteResult }
   | { ok: false; refusal: Refusal };
 
 /**
  * Demote the old authority to a replica of the observed one. The observed epoch must be above this
- * gateway's own and not below any epoch it has seen. It appends `authority.lost` at last_seq + 1 in
- * its own (old) epoch — the last event of its branch — and adopts the observed authority; the
- * observed lineage arrives with the first page, where anything this gateway wrote past the
- * divergence point (including that marker) is preserved as a divergent branch. Repeating the same
- * demote is idempotent.
+ * gateway's own and not below any epoch it has seen. Its log stays as it is and it adopts the
+ * observed authority; the demotion is recorded beside the log (`demotion`, an audit entry), never
+ * appended to it: an event at last_seq + 1 would sit where the new authority's claim sits and fork
+ * the log of every clean handover. The observed lineage arrives with the first page; anything this
+ * gateway wrote past the divergence point (writes the new authority never saw) is preserved as a
+ * divergent branch then. Repeating the same demote is idempotent.
  */
 export function planDemote(state: RoomState, input: DemoteInput, now: string): DemotePlan {
   const gateway = checkId(input.observed_gateway_id, "observed_gateway_id");
@@ -259,34 +262,23 @@ export function planDemote(state: RoomState, input: DemoteInput, now: string): D
       ),
     };
   }
-  const own = state.authority;
-  const lost = nextServerEvent(
-    state,
-    {
-      event_id: `system:authority-lost:${observed.epoch}`,
-      kind: "authority.lost",
-      actor: AUTHORITY_CONTROL_ACTOR,
-      payload: {
-        previous_gateway_id: own.gateway_id,
-        previous_epoch: own.epoch,
-        authority_gateway_id: observed.gateway_id,
-        authority_epoch: observed.epoch,
-        reason: "demoted",
-      },
-    },
-    now,
-  );
   return {
     ok: true,
     idempotent: false,
-    lost,
+    demotion: {
+      room_id: state.room_id,
+      demoted_at: now,
+      previous_gateway_id: state.authority.gateway_id,
+      previous_epoch: state.authority.epoch,
+      authority_gateway_id: observed.gateway_id,
+      authority_epoch: observed.epoch,
+      last_seq: state.last_seq,
+    },
     result: result(false),
     state: {
       ...state,
       role: "replica",
       authority: observed,
-      last_seq: lost.seq,
-      last_hash: lost.hash,
       // Nothing is known yet about how far the new authority's log goes; its first page tells.
       latest_seq: 0,
       max_epoch_seen: Math.max(state.max_epoch_seen, observed.epoch),

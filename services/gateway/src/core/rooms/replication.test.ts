@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { planReplication } from "./replication.js";
-import { isCaughtUp, newReplicaState, replicaStateView, sealEvent } from "./room-state.js";
+import { AUTHORITY_CONTROL_ACTOR, isCaughtUp, newReplicaState, nextServerEvent, replicaStateView, sealEvent } from "./room-state.js";
 import { SimGateway } from "./testing/sim-gateway.js";
 import type { LocalLogLookup, LogPage } from "./types.js";
 
@@ -165,6 +165,53 @@ describe("planReplication on a gateway that leads the room", () => {
     });
     if (decision.kind === "refused")
       expect(decision.state).toMatchObject({ safety_status: "fenced", fenced_by: { gateway_id: "B", epoch: 2 } });
+  });
+});
+
+describe("planReplication after a handover", () => {
+  it("preserves an authority.lost marker an earlier version's demote appended, without raising an alarm", () => {
+    const a = authority(1);
+    const b = new SimGateway("B");
+    b.replicate("r1", pageOf(a), "A", NOW);
+    b.promote("r1", true, "planned-handover", NOW);
+    b.append(
+      "r1",
+      [{ origin: "client", event_id: "m9", kind: "message.user", actor: { kind: "user", id: "u" }, payload: { text: "t" } }],
+      NOW,
+    );
+    // What demote on A used to do: the marker at A's last_seq + 1, in A's old epoch, then follow B.
+    const room = a.room("r1");
+    const marker = nextServerEvent(
+      room.state,
+      {
+        event_id: "system:authority-lost:2",
+        kind: "authority.lost",
+        actor: AUTHORITY_CONTROL_ACTOR,
+        payload: { previous_gateway_id: "A", previous_epoch: 1, authority_gateway_id: "B", authority_epoch: 2, reason: "demoted" },
+      },
+      NOW,
+    );
+    const demoted = {
+      ...room.state,
+      role: "replica" as const,
+      authority: { gateway_id: "B", epoch: 2 },
+      last_seq: marker.seq,
+      last_hash: marker.hash,
+      latest_seq: 0,
+      max_epoch_seen: 2,
+    };
+    const events = [...room.events, marker];
+    const lookup: LocalLogLookup = (seq) => {
+      const e = events[seq - 1];
+      return e && { event_id: e.event_id, epoch: e.epoch, hash: e.hash, kind: e.kind };
+    };
+    const decision = planReplication(demoted, pageOf(b, 2), lookup, NOW);
+    expect(decision).toMatchObject({
+      kind: "diverged",
+      divergence: { from_seq: 3, count: 1, markers_only: true, winning_gateway_id: "B" },
+      moved: { from_seq: 3, to_seq: 3 },
+      state: { last_seq: 4, safety_status: "passive", safety_reason: null },
+    });
   });
 });
 

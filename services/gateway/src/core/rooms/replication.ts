@@ -263,16 +263,22 @@ function planDivergence(state: RoomState, page: LogPage, local: LocalLogLookup, 
     return { ...applied, state: { ...state, safety_status: "quarantined", safety_reason: applied.state.safety_reason } };
   }
   if (applied.kind !== "apply" && applied.kind !== "noop") return applied;
-  const reason = markersOnly
-    ? `diverged: handover marker at seq ${point + 1} preserved (branch ${branch.gateway_id}@${branch.epoch})`
-    : `diverged: ${divergence.count} event${divergence.count === 1 ? "" : "s"} from seq ${point + 1} of ${branch.gateway_id}@${branch.epoch} preserved; ${formatAuthority(page.authority)} won`;
+  // Only authority.lost markers (what demote wrote into the log before it kept an audit record
+  // instead) off the winning lineage: a clean handover. The branch is preserved all the same, but
+  // it raises no alarm.
+  const safety: Pick<RoomState, "safety_status" | "safety_reason"> = markersOnly
+    ? { safety_status: applied.state.safety_status, safety_reason: applied.state.safety_reason }
+    : {
+        safety_status: "diverged",
+        safety_reason: `diverged: ${divergence.count} event${divergence.count === 1 ? "" : "s"} from seq ${point + 1} of ${branch.gateway_id}@${branch.epoch} preserved; ${formatAuthority(page.authority)} won`,
+      };
   return {
     kind: "diverged",
     divergence,
     moved: { from_seq: point + 1, to_seq: state.last_seq },
     events: applied.kind === "apply" ? applied.events : [],
     overlap: applied.overlap,
-    state: { ...applied.state, safety_status: "diverged", safety_reason: reason },
+    state: { ...applied.state, ...safety },
     caught_up: applied.caught_up,
   };
 }

@@ -2,7 +2,7 @@ import { canonicalJson } from "./canonical-json.js";
 import { eventHashOfCanonical, GENESIS_HASH } from "./hash-chain.js";
 import { type Refusal, refusal } from "./refusal.js";
 import type { Actor, Authority, EventKind, RoomEvent, RoomState, SafetyStatus } from "./types.js";
-import { checkId, checkMembers, checkRoomName, type Member } from "./validation.js";
+import { checkId, checkMembers, checkRoomName, type Member, withHosts } from "./validation.js";
 
 /** Actor of room lifecycle events. */
 export const ROOM_CONTROL_ACTOR: Actor = { kind: "system", id: "room-control" };
@@ -60,6 +60,24 @@ export function nextServerEvent(
   );
 }
 
+/** The kind of the event a room holds under an event id, or undefined (a store lookup, synchronous). */
+export type EventIdLookup = (eventId: string) => EventKind | undefined;
+
+/**
+ * The id of a server event: `base`, or when a log already holds `base` for something else (a
+ * client's message that an older gateway accepted under a server id, or that came with a page of
+ * such a gateway), the first free of `base.2`, `base.3`, …. `reusableBy` names the kind whose event
+ * under the id is the operation itself again (a repeated disband): that id is returned, so the
+ * append answers idempotently. Terminates: a log holds finitely many ids.
+ */
+export function serverEventId(base: string, stored: EventIdLookup, reusableBy?: EventKind): string {
+  for (let n = 1; ; n++) {
+    const id = n === 1 ? base : `${base}.${n}`;
+    const kind = stored(id);
+    if (kind === undefined || kind === reusableBy) return id;
+  }
+}
+
 export function roleFor(selfGatewayId: string, authority: Authority): RoomState["role"] {
   return authority.gateway_id === selfGatewayId ? "authority" : "replica";
 }
@@ -89,8 +107,8 @@ export function planCreateRoom(input: CreateRoomInput): CreateRoomPlan {
   if (!roomId.ok) return roomId;
   const name = checkRoomName(input.name);
   if (!name.ok) return name;
-  const members = checkMembers(input.members);
-  if (!members.ok) return members;
+  const checkedMembers = checkMembers(input.members);
+  if (!checkedMembers.ok) return checkedMembers;
   if (input.retired) {
     return {
       ok: false,
@@ -105,6 +123,9 @@ export function planCreateRoom(input: CreateRoomInput): CreateRoomPlan {
       refusal: refusal("already_exists", `room ${roomId.value} already exists on this gateway`, { room_id: roomId.value }),
     };
   }
+  // Every member is stored with the gateway that hosts it, so its turns still find it after the
+  // room's authority moves: members given without one are profiles of this gateway.
+  const members = withHosts(checkedMembers.value, input.self_gateway_id);
   const authority = { gateway_id: input.self_gateway_id, epoch: 1 };
   const empty = emptyRoomState(roomId.value, input.self_gateway_id, authority);
   const event = nextServerEvent(
@@ -113,7 +134,7 @@ export function planCreateRoom(input: CreateRoomInput): CreateRoomPlan {
       event_id: "system:room-created",
       kind: "room.created",
       actor: ROOM_CONTROL_ACTOR,
-      payload: { name: name.value, members: members.value },
+      payload: { name: name.value, members },
     },
     input.now,
   );
@@ -125,7 +146,7 @@ export function planCreateRoom(input: CreateRoomInput): CreateRoomPlan {
     latest_seq: 1,
     max_epoch_seen: 1,
   };
-  return { ok: true, state, event, name: name.value, members: members.value };
+  return { ok: true, state, event, name: name.value, members };
 }
 
 function emptyRoomState(roomId: string, selfGatewayId: string, authority: Authority): RoomState {

@@ -15,6 +15,8 @@ export const EVENT_KINDS = [
   "turn.settled",
   "turn.failed",
   "authority.claimed",
+  // Written by demotes of earlier versions (a marker on the old authority's branch); still read and
+  // replicated, no longer written: a demotion is an audit record (DemotionRecord) now.
   "authority.lost",
 ] as const;
 export type EventKind = (typeof EVENT_KINDS)[number];
@@ -181,10 +183,30 @@ export interface DivergenceRecord {
   winning_gateway_id: string;
   count: number;
   /**
-   * True when the branch holds only `authority.lost` markers, i.e. a clean handover: nothing a client
-   * or member wrote is off the winning lineage. Such records are kept, but need no operator action.
+   * True when the branch holds only `authority.lost` markers (demotes of earlier versions appended
+   * one to the log), i.e. a clean handover: nothing a client or member wrote is off the winning
+   * lineage. Such records are kept, but they are no alarm (the room stays as safe as it was, the
+   * divergence metric does not count them) and need no operator action.
    */
   markers_only: boolean;
+}
+
+/**
+ * A demotion as the old authority records it: an audit entry kept beside the room, not an event
+ * of its log (an event there would fork it from the new authority's, whose claim follows at the
+ * same seq). `last_seq` is where this gateway's log ended: the new authority's log continues
+ * after it when nothing was lost in between.
+ */
+export interface DemotionRecord {
+  room_id: string;
+  demoted_at: string;
+  /** This gateway's own authority until the demotion. */
+  previous_gateway_id: string;
+  previous_epoch: number;
+  /** The authority it follows from then on. */
+  authority_gateway_id: string;
+  authority_epoch: number;
+  last_seq: number;
 }
 
 /** What a replica needs to know about one stored event to compare it with a page. */

@@ -124,6 +124,9 @@ describe("groups.send params", () => {
     [{ room_id: "r1", event_id: "e1", payload: { text: "hi" }, expected_latest_seq: -1 }, "expected_latest_seq"],
     [{ room_id: "r 1", event_id: "e1", payload: { text: "hi" } }, "room_id"],
     [{ room_id: "r1", event_id: "e1", payload: { text: "x".repeat(MAX_TEXT_BYTES + 1) } }, "payload.text"],
+    [{ room_id: "r1", event_id: "system:room-disbanded", payload: { text: "hi" } }, "event_id"],
+    [{ room_id: "r1", event_id: "turn:t:started", payload: { text: "hi" } }, "event_id"],
+    [{ room_id: "r1", event_id: `repost:${"0".repeat(40)}`, payload: { text: "hi" } }, "event_id"],
   ])("refuses %j (field %s)", (raw, field) => {
     const checked = checkSendParams(raw);
     expect(checked.ok).toBe(false);

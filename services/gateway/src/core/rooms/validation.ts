@@ -50,6 +50,52 @@ export function checkId(value: unknown, field: string): Checked<string> {
   return ok(value);
 }
 
+/**
+ * Prefixes of the event ids the server writes itself: `system:` (room.created, room.renamed,
+ * room.disbanded, authority.claimed), `turn:` (the discussion driver's turn.* and message.member)
+ * and `repost:` (reposts of preserved messages). A client id with one of them could squat the id
+ * of a future disband, claim or turn, so client ids never start with them.
+ */
+export const RESERVED_EVENT_ID_PREFIXES = ["system:", "turn:", "repost:"] as const;
+
+/** The reserved prefix `eventId` starts with, or undefined. */
+export function reservedEventIdPrefix(eventId: string): string | undefined {
+  return RESERVED_EVENT_ID_PREFIXES.find((prefix) => eventId.startsWith(prefix));
+}
+
+/** An event id a client chose (a send's idempotency key, a rename's): a valid id outside the reserved prefixes. */
+export function checkClientEventId(value: unknown, field = "event_id"): Checked<string> {
+  const id = checkId(value, field);
+  if (!id.ok) return id;
+  const prefix = reservedEventIdPrefix(id.value);
+  if (prefix === undefined) return id;
+  return no(
+    refusal(
+      "invalid_params",
+      `${field} ${JSON.stringify(id.value)} starts with the reserved prefix ${prefix}: ids starting with ${RESERVED_EVENT_ID_PREFIXES.join(", ")} are written by the server itself; pick another ${field}`,
+      { field, reserved_prefix: prefix },
+    ),
+  );
+}
+
+const REPOST_EVENT_ID_RE = /^repost:[0-9a-f]{40}$/;
+
+/** The id of a repost: `repost:` and 40 hex digits (derived from the preserved event), nothing else. */
+export function checkRepostEventId(value: unknown, field = "event_id"): Checked<string> {
+  const id = checkId(value, field);
+  if (!id.ok) return id;
+  if (REPOST_EVENT_ID_RE.test(id.value)) return id;
+  return no(
+    refusal(
+      "invalid_params",
+      `${field} ${JSON.stringify(id.value)} is not a repost id (repost: and 40 hex digits of the preserved event)`,
+      {
+        field,
+      },
+    ),
+  );
+}
+
 function codePoints(text: string): number {
   let count = 0;
   for (const _ of text) count++;
@@ -96,6 +142,15 @@ const memberSchema = z
     display_name: z.string().max(MAX_NAME_CHARS).optional(),
   })
   .strict();
+
+/**
+ * Members with their host gateway: a member listed without `gateway_id` is a profile of `writer`,
+ * the gateway that wrote the list (the creator stamps its own id at create; older gateways left it
+ * out for their own profiles).
+ */
+export function withHosts(members: readonly Member[], writer: string): Member[] {
+  return members.map((member) => (member.gateway_id === undefined ? { ...member, gateway_id: writer } : member));
+}
 
 /** Members: 2–6 objects with valid, distinct member ids. */
 export function checkMembers(value: unknown): Checked<Member[]> {
@@ -371,7 +426,7 @@ export function checkSendParams(raw: unknown): Checked<SendParams> {
 function checkSendValues(params: SendParams): Checked<SendParams> {
   const room = checkId(params.room_id, "room_id");
   if (!room.ok) return no(room.refusal);
-  const event = checkId(params.event_id, "event_id");
+  const event = checkClientEventId(params.event_id);
   if (!event.ok) return no(event.refusal);
   const payload = checkPayload("message.user", params.payload);
   if (!payload.ok) return no(payload.refusal);

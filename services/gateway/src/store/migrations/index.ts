@@ -3,12 +3,19 @@ import { identityMigration, transcriptMigration } from "./001-identity.js";
 import { roomsMigration } from "./002-rooms.js";
 import { deliveriesMigration } from "./003-deliveries.js";
 import { peerRunsMigration } from "./004-peer-runs.js";
+import { roomHostsAndDemotionsMigration } from "./005-room-hosts-demotions.js";
 
 /**
  * The gateway's HERMES_HOME/state.db schema, numbered and applied in order at start
  * (PRAGMA user_version). Append new migrations; never edit one that has shipped.
  */
-export const GATEWAY_MIGRATIONS: readonly Migration[] = [identityMigration, roomsMigration, deliveriesMigration, peerRunsMigration];
+export const GATEWAY_MIGRATIONS: readonly Migration[] = [
+  identityMigration,
+  roomsMigration,
+  deliveriesMigration,
+  peerRunsMigration,
+  roomHostsAndDemotionsMigration,
+];
 
 /** A named profile's profiles/<name>/state.db (the default profile's transcripts live in the root one). */
 export const PROFILE_MIGRATIONS: readonly Migration[] = [transcriptMigration];

@@ -14,7 +14,8 @@ import { roomInvariantViolations } from "../invariants.js";
 import { formatAuthority, formatLineage } from "../lineage.js";
 import type { Refusal } from "../refusal.js";
 import type { ReplicationDecision } from "../replication.js";
-import type { Authority, LogPage, RoomEvent } from "../types.js";
+import { serverEventId } from "../room-state.js";
+import type { Authority, DemotionRecord, LogPage, RoomEvent } from "../types.js";
 import { describeFence, pull } from "./pull.js";
 import { SimGateway, type SimRoom } from "./sim-gateway.js";
 
@@ -151,7 +152,12 @@ export function describeState(gateway: string, room: SimRoom): string {
   if (s.fenced_by) parts.push(`fenced_by=${formatAuthority(s.fenced_by)}`);
   if (s.disbanded) parts.push("disbanded");
   if (room.divergences.length) parts.push(`divergences=${room.divergences.length}`);
+  if (room.demotions.length) parts.push(`demotions=${room.demotions.length}`);
   return parts.join(" ");
+}
+
+function describeDemotion(d: DemotionRecord): string {
+  return `${d.previous_gateway_id}@${d.previous_epoch} -> ${d.authority_gateway_id}@${d.authority_epoch} at last_seq=${d.last_seq} on ${d.demoted_at}`;
 }
 
 function describeEvent(event: RoomEvent): string {
@@ -190,7 +196,10 @@ export class ScenarioWorld {
         const created = this.gateway(first).create(second!, named.get("name") ?? "Room", members, this.now());
         return created.ok ? `created ${second} seq=1 epoch=1 #${shortHash(created.event.hash)}` : describeRefusal(created.refusal);
       }
-      case "send": {
+      case "send":
+      case "legacy-send": {
+        // legacy-send: a client's message as a gateway of an earlier version accepted it, under any
+        // event id (even a reserved one).
         const [, , eventId] = positional;
         const payload: Record<string, unknown> = { text: named.get("text") ?? `text of ${eventId}` };
         if (named.has("thread")) payload.thread_id = named.get("thread");
@@ -199,7 +208,7 @@ export class ScenarioWorld {
           second!,
           [
             {
-              origin: "client",
+              origin: command === "send" ? "client" : "server",
               event_id: eventId!,
               kind: "message.user",
               actor: { kind: "user", id: named.get("user") ?? "user-1" },
@@ -230,12 +239,14 @@ export class ScenarioWorld {
         return outcomes.map((outcome, k) => describeOutcome(ids[k]!.split(":")[0]!, outcome)).join("\n");
       }
       case "disband": {
-        const [outcome] = this.gateway(first).append(
+        const gateway = this.gateway(first);
+        const eventId = serverEventId("system:room-disbanded", gateway.storedKinds(gateway.room(second!)), "room.disbanded");
+        const [outcome] = gateway.append(
           second!,
           [
             {
               origin: "server",
-              event_id: "system:room-disbanded",
+              event_id: eventId,
               kind: "room.disbanded",
               actor: { kind: "system", id: "room-control" },
               payload: { reason: "operator" },
@@ -243,7 +254,7 @@ export class ScenarioWorld {
           ],
           this.now(),
         );
-        return describeOutcome("system:room-disbanded", outcome!);
+        return describeOutcome(eventId, outcome!);
       }
       case "replicate":
         return this.replicate(first!, second!, named);
@@ -259,7 +270,7 @@ export class ScenarioWorld {
         const plan = this.gateway(first).demote(second!, named.get("to"), epoch === undefined ? undefined : Number(epoch), this.now());
         if (!plan.ok) return describeRefusal(plan.refusal);
         if (plan.idempotent) return `demote idempotent: follows ${plan.result.authority_gateway_id}@${plan.result.authority_epoch}`;
-        return `demoted: authority.lost at seq=${plan.lost.seq} epoch=${plan.lost.epoch}; follows ${plan.result.authority_gateway_id}@${plan.result.authority_epoch}`;
+        return `demoted: ${describeDemotion(plan.demotion)}; follows ${plan.result.authority_gateway_id}@${plan.result.authority_epoch}`;
       }
       case "observe": {
         const fence = this.gateway(first).observe(second!, { gateway_id: named.get("gateway")!, epoch: Number(named.get("epoch")) });
@@ -273,6 +284,10 @@ export class ScenarioWorld {
         return describeState(first!, this.gateway(first).room(second!)) + this.reasonLine(first!, second!);
       case "log":
         return this.gateway(first).room(second!).events.map(describeEvent).join("\n");
+      case "demotions": {
+        const records = this.gateway(first).room(second!).demotions;
+        return records.length === 0 ? "none" : records.map(describeDemotion).join("\n");
+      }
       case "divergence": {
         const branches = this.gateway(first).room(second!).divergences;
         if (branches.length === 0) return "none";

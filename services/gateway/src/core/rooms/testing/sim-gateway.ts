@@ -10,7 +10,7 @@ import { buildLogPage, type LogReadParams, planLogRead } from "../log-page.js";
 import type { Refusal } from "../refusal.js";
 import { planReplication, type ReplicationDecision } from "../replication.js";
 import { newReplicaState, planCreateRoom, releaseSafety } from "../room-state.js";
-import type { Authority, DivergenceRecord, LocalEntry, LogPage, RoomEvent, RoomState } from "../types.js";
+import type { Authority, DemotionRecord, DivergenceRecord, EventKind, LocalEntry, LogPage, RoomEvent, RoomState } from "../types.js";
 
 export interface PreservedBranch {
   record: DivergenceRecord;
@@ -22,6 +22,8 @@ export interface SimRoom {
   /** events[i] has seq i + 1. */
   events: RoomEvent[];
   divergences: PreservedBranch[];
+  /** Audit records of this gateway's demotions for the room, oldest first. */
+  demotions: DemotionRecord[];
 }
 
 function cloneRoom(room: SimRoom): SimRoom {
@@ -69,7 +71,7 @@ export class SimGateway {
       exists: this.rooms.has(roomId),
     });
     if (!plan.ok) return plan;
-    this.save(roomId, { state: plan.state, events: [plan.event], divergences: [] });
+    this.save(roomId, { state: plan.state, events: [plan.event], divergences: [], demotions: [] });
     return { ok: true, event: plan.event };
   }
 
@@ -105,7 +107,12 @@ export class SimGateway {
 
   /** Applies one page in one transaction, creating the replica record on first use. */
   replicate(roomId: string, page: LogPage, sourceGatewayId: string, now: string): ReplicationDecision {
-    const room = this.rooms.get(roomId) ?? { state: newReplicaState(roomId, this.id, sourceGatewayId), events: [], divergences: [] };
+    const room = this.rooms.get(roomId) ?? {
+      state: newReplicaState(roomId, this.id, sourceGatewayId),
+      events: [],
+      divergences: [],
+      demotions: [],
+    };
     const lookup = (seq: number): LocalEntry | undefined => {
       const event = seq >= 1 && seq <= room.state.last_seq ? room.events[seq - 1] : undefined;
       return event && { event_id: event.event_id, epoch: event.epoch, hash: event.hash, kind: event.kind };
@@ -127,6 +134,7 @@ export class SimGateway {
         const moved = room.events.slice(decision.moved.from_seq - 1, decision.moved.to_seq);
         if (moved.length !== decision.divergence.count) throw new Error("divergence count does not match the moved range");
         this.save(roomId, {
+          ...room,
           state: decision.state,
           events: [...kept, ...decision.events],
           divergences: [...room.divergences, { record: decision.divergence, events: moved }],
@@ -141,7 +149,11 @@ export class SimGateway {
 
   promote(roomId: string, confirm: unknown, reason: string | undefined, now: string) {
     const room = this.room(roomId);
-    const plan = planPromote(room.state, { confirm, reason, max_durable_epoch: this.maxDurableEpoch() }, now);
+    const plan = planPromote(
+      room.state,
+      { confirm, reason, max_durable_epoch: this.maxDurableEpoch(), stored: this.storedKinds(room) },
+      now,
+    );
     if (plan.ok) {
       // The new epoch is durable before use: the high-water mark, the claim and the state commit together.
       this.epochHighWater = Math.max(this.epochHighWater, plan.epoch);
@@ -153,8 +165,14 @@ export class SimGateway {
   demote(roomId: string, observedGatewayId: unknown, observedEpoch: unknown, now: string) {
     const room = this.room(roomId);
     const plan = planDemote(room.state, { observed_gateway_id: observedGatewayId, observed_epoch: observedEpoch }, now);
-    if (plan.ok && !plan.idempotent) this.save(roomId, { ...room, state: plan.state, events: [...room.events, plan.lost] });
+    if (plan.ok && !plan.idempotent) this.save(roomId, { ...room, state: plan.state, demotions: [...room.demotions, plan.demotion] });
     return plan;
+  }
+
+  /** event_id → kind of the room's stored events (the store's lookup). */
+  storedKinds(room: SimRoom): (eventId: string) => EventKind | undefined {
+    const kinds = new Map(room.events.map((event) => [event.event_id, event.kind]));
+    return (eventId) => kinds.get(eventId);
   }
 
   /** Self-fencing on any observation of (room, epoch, gateway). Returns the fence recorded, if any. */
