@@ -1,5 +1,5 @@
-import { HermesError } from "@hermes/common";
 import { describe, expect, it } from "vitest";
+import { thrownHermesError } from "../../../test/support/hermes-errors.js";
 import {
   applyProfileMetaPatch,
   checkDescription,
@@ -18,16 +18,6 @@ import {
 } from "./profile-meta.js";
 
 const ctx = { profile: "alice", section_ids: ["sec_clients", "sec_team"] };
-
-function refusal(fn: () => unknown): HermesError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof HermesError) return err;
-    throw err;
-  }
-  throw new Error("expected a HermesError");
-}
 
 describe("readProfileMeta", () => {
   it("reads an empty or missing file as the defaults", () => {
@@ -216,7 +206,7 @@ describe("applyProfileMetaPatch", () => {
   });
 
   it("refuses a section that does not exist, naming the sections", () => {
-    const err = refusal(() => applyProfileMetaPatch(file, { section: "sec_gone" }, ctx));
+    const err = thrownHermesError(() => applyProfileMetaPatch(file, { section: "sec_gone" }, ctx));
     expect(err.reason).toBe("not_found");
     expect(err.message).toContain('section: "sec_gone" does not exist');
     expect(err.data).toMatchObject({ field: "section", sections: ["sec_clients", "sec_team"] });
@@ -251,7 +241,7 @@ describe("applyProfileMetaPatch", () => {
     [[{ hidden: true }], "invalid_params", "the update must be a mapping"],
     [null, "invalid_params", "the update must be a mapping"],
   ])("refuses patch %# (%s)", (patch, reason, message) => {
-    const err = refusal(() => applyProfileMetaPatch(file, patch, ctx));
+    const err = thrownHermesError(() => applyProfileMetaPatch(file, patch, ctx));
     expect(err.reason).toBe(reason);
     expect(err.message).toContain(message);
     expect(err.data.field).toBeDefined();
@@ -259,7 +249,7 @@ describe("applyProfileMetaPatch", () => {
 
   it("refuses to save over an invalid field it was not asked to change, and a patch can repair it", () => {
     const broken = { ...file, hidden: "maybe" };
-    const err = refusal(() => applyProfileMetaPatch(broken, { display_name: "Al" }, ctx));
+    const err = thrownHermesError(() => applyProfileMetaPatch(broken, { display_name: "Al" }, ctx));
     expect(err.reason).toBe("invalid_config");
     expect(err.message).toContain("profile.yaml: hidden: must be true or false");
     expect(err.message).toContain("set hidden in this update (null resets it)");
@@ -352,7 +342,7 @@ describe("title and description (config.yaml)", () => {
     ["a\nb", "title: contains a line break"],
     [7, "title: must be text of 1-200 characters"],
   ])("refuses the title %j", (value, message) => {
-    const err = refusal(() => checkTitle(value));
+    const err = thrownHermesError(() => checkTitle(value));
     expect(err.reason).toBe("invalid_params");
     expect(err.message).toContain(message);
     expect(err.data.field).toBe("title");
@@ -369,7 +359,7 @@ describe("title and description (config.yaml)", () => {
     ["bell\u0007", "description: contains a control character"],
     [["x"], "description: must be text of at most 2000 characters"],
   ])("refuses the description %j", (value, message) => {
-    const err = refusal(() => checkDescription(value));
+    const err = thrownHermesError(() => checkDescription(value));
     expect(err.reason).toBe("invalid_params");
     expect(err.message).toContain(message);
   });

@@ -1,5 +1,5 @@
-import { HermesError } from "@hermes/common";
 import { describe, expect, it } from "vitest";
+import { thrownHermesError } from "../../../test/support/hermes-errors.js";
 import {
   createSection,
   deleteSection,
@@ -13,16 +13,6 @@ import {
   sectionsDocument,
   sectionsView,
 } from "./sections.js";
-
-function refusal(fn: () => unknown): HermesError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof HermesError) return err;
-    throw err;
-  }
-  throw new Error("expected a HermesError");
-}
 
 function ids(prefix = "sec_") {
   let n = 0;
@@ -93,7 +83,7 @@ describe("readSections (sections.yaml)", () => {
       "at most 100 sections",
     ],
   ])("refuses %s as invalid_config naming the entry", (_what, raw, message) => {
-    const err = refusal(() => readSections(raw));
+    const err = thrownHermesError(() => readSections(raw));
     expect(err.reason).toBe("invalid_config");
     expect(err.message).toContain(message);
   });
@@ -115,19 +105,19 @@ describe("createSection", () => {
     ["the Unassigned bucket's name", "unassigned", "invalid_name", '"Unassigned" is where bots in no section are listed'],
     ["not text", 3, "invalid_params", "name: must be text"],
   ])("refuses %s", (_what, name, reason, message) => {
-    const err = refusal(() => createSection(three, name, ids()));
+    const err = thrownHermesError(() => createSection(three, name, ids()));
     expect(err.reason).toBe(reason);
     expect(err.message).toContain(message);
   });
 
   it("refuses an index outside the list and a full list", () => {
-    expect(refusal(() => createSection(three, "New", ids(), 4)).message).toContain("index: must be a whole number from 0 to 3");
+    expect(thrownHermesError(() => createSection(three, "New", ids(), 4)).message).toContain("index: must be a whole number from 0 to 3");
     const full = Array.from({ length: MAX_SECTIONS }, (_, i) => ({ id: `s${i}`, name: `S${i}` }));
-    expect(refusal(() => createSection(full, "One more", ids())).reason).toBe("limit_exceeded");
+    expect(thrownHermesError(() => createSection(full, "One more", ids())).reason).toBe("limit_exceeded");
   });
 
   it("never reuses an id", () => {
-    expect(refusal(() => createSection(three, "New", () => "sec_a")).reason).toBe("internal");
+    expect(thrownHermesError(() => createSection(three, "New", () => "sec_a")).reason).toBe("internal");
   });
 });
 
@@ -143,8 +133,8 @@ describe("renameSection", () => {
   });
 
   it("refuses another section's name and an unknown section", () => {
-    expect(refusal(() => renameSection(three, "sec_b", "CLIENTS")).reason).toBe("already_exists");
-    const err = refusal(() => renameSection(three, "sec_zz", "X"));
+    expect(thrownHermesError(() => renameSection(three, "sec_b", "CLIENTS")).reason).toBe("already_exists");
+    const err = thrownHermesError(() => renameSection(three, "sec_zz", "X"));
     expect(err.reason).toBe("not_found");
     expect(err.message).toContain('section "sec_zz" does not exist; list sections with: hermes sections list');
   });
@@ -161,7 +151,7 @@ describe("reordering", () => {
   });
 
   it.each([[-1], [3], [1.5], ["1"]])("refuses the index %j", (index) => {
-    const err = refusal(() => moveSection(three, "sec_a", index));
+    const err = thrownHermesError(() => moveSection(three, "sec_a", index));
     expect(err.reason).toBe("invalid_params");
     expect(err.message).toContain("index: must be a whole number from 0 to 2");
   });
@@ -176,7 +166,7 @@ describe("reordering", () => {
     ["an id twice", ["sec_c", "sec_a", "sec_a", "sec_b"], "invalid_params", "sec_a is listed twice"],
     ["not a list", "sec_a,sec_b", "invalid_params", "order: must be a list of every section id exactly once (sec_a, sec_b, sec_c)"],
   ])("refuses %s", (_what, list, reason, message) => {
-    const err = refusal(() => reorderSections(three, list));
+    const err = thrownHermesError(() => reorderSections(three, list));
     expect(err.reason).toBe(reason);
     expect(err.message).toContain(message);
   });
@@ -203,7 +193,7 @@ describe("deleteSection", () => {
   });
 
   it("refuses a section that does not exist", () => {
-    expect(refusal(() => deleteSection(three, "sec_gone", membership)).reason).toBe("not_found");
+    expect(thrownHermesError(() => deleteSection(three, "sec_gone", membership)).reason).toBe("not_found");
   });
 });
 
@@ -215,6 +205,6 @@ describe("resolveSection", () => {
     ];
     expect(resolveSection(tricky, "team").name).toBe("Clients");
     expect(resolveSection(tricky, "TEAM").id).toBe("sec_b");
-    expect(refusal(() => resolveSection(tricky, "Nope")).data.sections).toEqual(sectionsView(tricky));
+    expect(thrownHermesError(() => resolveSection(tricky, "Nope")).data.sections).toEqual(sectionsView(tricky));
   });
 });
