@@ -1,7 +1,7 @@
-import { HermesError } from "@hermes/common";
 import { describe, expect, it } from "vitest";
 import { thrownHermesError } from "../../../test/support/hermes-errors.js";
-import { failRun, interruptedRun, ROUTINE_FAILURE_REASONS, type RoutineRun, routineFailure, routineTurnMessage, settleRun } from "./run.js";
+import { DELIVERY_REASONS } from "../delivery/reasons.js";
+import { failRun, interruptedRun, type RoutineRun, routineTurnMessage, settleRun } from "./run.js";
 
 describe("runs", () => {
   const running: RoutineRun = {
@@ -27,15 +27,13 @@ describe("runs", () => {
     });
   });
 
-  it.each(ROUTINE_FAILURE_REASONS.map((r) => [r]))("fails with the typed reason %s", (reason) => {
-    const failed = failRun(running, new HermesError(reason, "boom"), end);
-    expect(failed).toMatchObject({ state: "failed", reason, error: "boom" });
-  });
-
-  it("an error outside the routine reasons is unknown, its reason and text kept", () => {
-    expect(routineFailure(new HermesError("not_found", "gone"))).toEqual({ reason: "unknown", error: "not_found: gone" });
-    expect(routineFailure(new Error("socket hang up"))).toEqual({ reason: "unknown", error: "socket hang up" });
-    expect(routineFailure("text")).toEqual({ reason: "unknown", error: "text" });
+  it.each(DELIVERY_REASONS.map((r) => [r]))("fails with the typed reason %s", (reason) => {
+    expect(failRun(running, { reason, error: "boom" }, end)).toMatchObject({
+      state: "failed",
+      reason,
+      error: "boom",
+      ended_at: "2026-05-04T08:00:05.000Z",
+    });
   });
 
   it("a run found running at start-up is failed runtime_offline, never re-run", () => {
@@ -49,7 +47,7 @@ describe("runs", () => {
   it("only a running run can end", () => {
     const settled = settleRun(running, "ok", end);
     expect(thrownHermesError(() => settleRun(settled, "again", end)).reason).toBe("refused");
-    expect(thrownHermesError(() => failRun({ ...running, state: "missed" }, new Error("x"), end)).message).toContain(
+    expect(thrownHermesError(() => failRun({ ...running, state: "missed" }, { reason: "unknown", error: "x" }, end)).message).toContain(
       "is missed; only a running run can end",
     );
   });

@@ -1,4 +1,5 @@
-import { type ErrorReason, HermesError, isoTime } from "@hermes/common";
+import { HermesError, isoTime } from "@hermes/common";
+import type { DeliveryReason } from "../delivery/reasons.js";
 import { type JobRef, jobLabel } from "./routine-name.js";
 
 /**
@@ -22,25 +23,15 @@ export const ROUTINE_TRIGGERS = ["schedule", "catch_up", "manual"] as const;
 export type RoutineTrigger = (typeof ROUTINE_TRIGGERS)[number];
 
 /**
- * The reasons a failed run carries: the provider classification shared with deliveries, the
- * platform's own (no agent slot, the turn's deadline, the gateway stopping under it, a profile
- * refusing turns during an unfinished identity migration), and `unknown` with the text kept.
+ * A failed run carries a delivery reason (the same twelve as receipts and peer runs), classified by
+ * the shell with the delivery classifier, so a provider failure reads the same everywhere: the turn
+ * outliving its deadline is `delivery_timeout`, no free agent slot `target_busy`, the gateway
+ * stopping under the run `runtime_offline`, anything unclassified `unknown` with its text kept.
  */
-export const ROUTINE_FAILURE_REASONS = [
-  "provider_auth_or_access",
-  "provider_quota_limit",
-  "provider_rate_limit",
-  "provider_server_error",
-  "context_overflow",
-  "missing_config",
-  "model_unavailable",
-  "slot_wait_timeout",
-  "timeout",
-  "runtime_offline",
-  "refused",
-  "unknown",
-] as const satisfies readonly ErrorReason[];
-export type RoutineFailureReason = (typeof ROUTINE_FAILURE_REASONS)[number];
+export interface RunFailure {
+  reason: DeliveryReason;
+  error: string;
+}
 
 export interface RoutineRun {
   run_id: string;
@@ -51,22 +42,9 @@ export interface RoutineRun {
   scheduled_for: string | null;
   started_at: string | null;
   ended_at: string | null;
-  reason: RoutineFailureReason | null;
+  reason: DeliveryReason | null;
   error: string | null;
   reply: string | null;
-}
-
-export function isRoutineFailureReason(value: unknown): value is RoutineFailureReason {
-  return typeof value === "string" && (ROUTINE_FAILURE_REASONS as readonly string[]).includes(value);
-}
-
-/** The typed reason of whatever a run's turn threw; a reason outside the list is `unknown`, its text kept. */
-export function routineFailure(err: unknown): { reason: RoutineFailureReason; error: string } {
-  if (err instanceof HermesError) {
-    if (isRoutineFailureReason(err.reason)) return { reason: err.reason, error: err.message };
-    return { reason: "unknown", error: `${err.reason}: ${err.message}` };
-  }
-  return { reason: "unknown", error: err instanceof Error ? err.message : String(err) };
 }
 
 function ended(run: RoutineRun, now: number): RoutineRun {
@@ -82,13 +60,13 @@ export function settleRun(run: RoutineRun, reply: string, now: number): RoutineR
   return { ...ended(run, now), state: "settled", reply };
 }
 
-export function failRun(run: RoutineRun, err: unknown, now: number): RoutineRun {
-  return { ...ended(run, now), state: "failed", ...routineFailure(err) };
+export function failRun(run: RoutineRun, failure: RunFailure, now: number): RoutineRun {
+  return { ...ended(run, now), state: "failed", reason: failure.reason, error: failure.error };
 }
 
 /** A run found `running` at start-up: the gateway stopped or crashed under it. */
 export function interruptedRun(run: RoutineRun, now: number): RoutineRun {
-  return failRun(run, new HermesError("runtime_offline", "the gateway stopped during the run; it was not run again"), now);
+  return failRun(run, { reason: "runtime_offline", error: "the gateway stopped during the run; it was not run again" }, now);
 }
 
 /**
