@@ -193,8 +193,8 @@ function withoutField(document: Record<string, unknown>, field: string): Record<
 
 /**
  * Reads a `profile.yaml` mapping. Never throws on content: a field that is invalid reads as its
- * default and is reported in `problems` (so one hand-edited file cannot break the roster), and the
- * writers below refuse to save while a problem stands.
+ * default and is reported in `problems` (so one hand-edited file cannot break the roster), and an
+ * update refuses to save while a problem stands.
  */
 export function readProfileMeta(raw: unknown): ReadMeta {
   const problems: MetaProblem[] = [];
@@ -204,7 +204,8 @@ export function readProfileMeta(raw: unknown): ReadMeta {
     return { meta: defaultProfileMeta(), problems };
   }
   let document = raw;
-  // Each round drops the fields zod refused; a field-level issue never hides another, so two rounds suffice.
+  // Each round drops the fields zod refused and parses again. Issues are per field, so the second
+  // round succeeds; the third is only a guard.
   for (let round = 0; round < 3; round++) {
     const parsed = profileMetaSchema.safeParse(document);
     if (parsed.success) {
