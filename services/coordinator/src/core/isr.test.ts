@@ -64,7 +64,15 @@ describe("quorumCommit", () => {
     ["B", 8],
     ["C", 5],
   ]);
-  const base: QuorumInput = { authority: "A", authorityDurableSeq: 10, recorded: ["A", "B", "C"], pending: null, minInsync: 2, durable, previous: 0 };
+  const base: QuorumInput = {
+    authority: "A",
+    authorityDurableSeq: 10,
+    recorded: ["A", "B", "C"],
+    pending: null,
+    minInsync: 2,
+    durable,
+    previous: 0,
+  };
   const cases: Array<{ name: string; input: Partial<QuorumInput>; committed: number; enough: boolean }> = [
     { name: "the lowest ISR member bounds the ack", input: {}, committed: 5, enough: true },
     { name: "the authority's own durable seq bounds it too", input: { authorityDurableSeq: 4 }, committed: 4, enough: true },
