@@ -48,4 +48,5 @@ if [ -x /etc/init.d/etcd ]; then /etc/init.d/etcd stop >/dev/null 2>&1 || true; 
 
 bin=$(etcd_bin)
 [ -n "$bin" ] || die "etcd-server installed but no etcd binary found; see $log"
+rm -f "$log"
 say "installed: $("$bin" --version 2>/dev/null | head -1) ($bin)"
