@@ -414,7 +414,12 @@ export class Coordinator {
   }
 
   private async watch(target: { key: string } | { prefix: string }, handlers: WatchHandlers): Promise<WatchHandle> {
-    const handle = await this.call("starting a watch", () => watchForever(this.client, target, handlers));
+    const starting = watchForever(this.client, target, handlers);
+    const handle = await this.call("starting a watch", () => starting).catch((err) => {
+      // Given up on (etcd unreachable): a watch that starts later anyway is cancelled, not leaked.
+      starting.then((late) => late.cancel()).catch(() => undefined);
+      throw err;
+    });
     const tracked: WatchHandle = {
       cancel: async () => {
         this.watches.delete(tracked);
