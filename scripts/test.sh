@@ -15,6 +15,7 @@ if [ -x scripts/ensure-docker.sh ] && [ -d test/integration ] && ls test/integra
   bash scripts/ensure-docker.sh
 fi
 
+bash scripts/ensure-etcd.sh
 export TESTCONTAINERS_RYUK_DISABLED=true
 export TESTCONTAINERS_HOST_OVERRIDE=${TESTCONTAINERS_HOST_OVERRIDE:-localhost}
 export HERMES_LOG_LEVEL=${HERMES_LOG_LEVEL:-silent}

@@ -60,6 +60,10 @@ export const REASONS = {
   ambiguous_target: { status: GrpcStatus.INVALID_ARGUMENT, exit: 2 },
   slot_wait_timeout: { status: GrpcStatus.RESOURCE_EXHAUSTED, exit: 1 },
   unknown: { status: GrpcStatus.UNKNOWN, exit: 1 },
+  // coordinator (etcd): unreachable (exit 2 at start: nothing runs without it), and the two retryable refusals of a leased authority
+  coordinator_unavailable: { status: GrpcStatus.UNAVAILABLE, exit: 2 },
+  not_enough_replicas: { status: GrpcStatus.UNAVAILABLE, exit: 1 },
+  lease_lost: { status: GrpcStatus.UNAVAILABLE, exit: 1 },
 } as const satisfies Record<string, { status: GrpcStatus; exit: 1 | 2 }>;
 
 export type ErrorReason = keyof typeof REASONS;
