@@ -61,7 +61,7 @@ export type IntakeDecision =
 export interface IntakeContext {
   access: Pick<TelegramPlatformConfig, "allow_all" | "allowed_chats">;
   /** Chats already told that the bot does not answer there: from now on they get silence. */
-  refused_chats: ReadonlySet<string>;
+  refused_chats: Pick<ReadonlySet<string>, "has">;
   /** From getMe: the bot's own messages are ignored, and `/cmd@other_bot` is not for us. */
   bot?: { id: string; username?: string | undefined } | undefined;
   /** Longest text taken as a turn, in code points (default: the turn engine's message limit). */
