@@ -64,7 +64,7 @@ export interface IntakeContext {
   refused_chats: Pick<ReadonlySet<string>, "has">;
   /** From getMe: the bot's own messages are ignored, and `/cmd@other_bot` is not for us. */
   bot?: { id: string; username?: string | undefined } | undefined;
-  /** Longest text taken as a turn, in code points (default: the turn engine's message limit). */
+  /** Longest text taken as a turn, in code points (default: 16,000, as for a bot-to-bot message). */
   max_text_chars?: number | undefined;
 }
 

@@ -66,7 +66,7 @@ export const realScheduler: Scheduler = {
 
 /** Sends the platform's own answers (help, refusals…); TelegramReplier fits. */
 export interface ReplySender {
-  send(chat: TelegramChat, text: string): Promise<unknown>;
+  send(chat: TelegramChat, text: string, signal?: AbortSignal): Promise<unknown>;
 }
 
 export interface TelegramPollerOptions {
@@ -107,6 +107,8 @@ export interface TelegramPollerStatus {
 }
 
 const LOG_FIELDS = { platform: "telegram" };
+/** A stop waits this long at most for its confirming call. */
+const CONFIRM_TIMEOUT_MS = 5000;
 
 /**
  * Runs the pure poller state machine against the Bot API with real timers: it performs each
@@ -126,6 +128,8 @@ export class TelegramPoller {
   private timer: unknown;
   private unwatch: (() => void) | undefined;
   private readonly background = new Set<Promise<unknown>>();
+  /** Ends the retries of replies still being sent when the poller stops. */
+  private readonly stopReplies = new AbortController();
   private readonly stoppedWaiters: (() => void)[] = [];
   private readonly counters: TelegramPollerStatus["counters"] = {
     updates_received: 0,
@@ -166,6 +170,7 @@ export class TelegramPoller {
     await stopped;
     this.unwatch?.();
     this.unwatch = undefined;
+    this.stopReplies.abort();
     await Promise.allSettled([...this.background]);
   }
 
@@ -236,7 +241,7 @@ export class TelegramPoller {
         // Its outcome does not matter: a failed confirmation only means Telegram re-sends a few
         // updates, which the stored offset then skips.
         void this.options.api
-          .getUpdates({ offset: effect.offset, timeout_seconds: 0, limit: 1 })
+          .getUpdates({ offset: effect.offset, timeout_seconds: 0, limit: 1 }, AbortSignal.timeout(CONFIRM_TIMEOUT_MS))
           .then(() => this.dispatch({ type: "confirmed", op: effect.op }));
         return;
       case "log":
@@ -331,7 +336,7 @@ export class TelegramPoller {
 
   /** Sent after the offset moved past the update: at most once, and never holding up the poll. */
   private reply(chat: TelegramChat, text: string): void {
-    const sending = this.options.replies.send(chat, text).catch((err: unknown) => {
+    const sending = this.options.replies.send(chat, text, this.stopReplies.signal).catch((err: unknown) => {
       this.options.logger.warn({ ...LOG_FIELDS, err }, "sending a reply failed");
     });
     this.background.add(sending);
