@@ -75,6 +75,19 @@ describe("fake Telegram: getUpdates", () => {
     expect(fake.polls().map((p) => p.outcome)).toEqual(["updates", "empty"]);
   });
 
+  it("builds private, group and topic messages as Telegram sends them", async () => {
+    fake.privateMessage("dm");
+    fake.groupMessage("group", { chat_id: -555 });
+    fake.topicMessage("topic", { chat_id: -1001234567890, topic_id: 7, from: { id: 9, first_name: "Bob" } });
+    const messages = ((await call("getUpdates")).json.result as { message: Record<string, unknown> }[]).map((u) => u.message);
+    expect(messages).toMatchObject([
+      { chat: { id: 42, type: "private" }, from: { id: 42, is_bot: false, first_name: "Alice" }, text: "dm" },
+      { chat: { id: -555, type: "group" }, from: { id: 42 }, text: "group" },
+      { chat: { id: -1001234567890, type: "supergroup", is_forum: true }, from: { id: 9 }, message_thread_id: 7, is_topic_message: true },
+    ]);
+    expect(messages[0]).not.toHaveProperty("message_thread_id");
+  });
+
   it("reads url-encoded and multipart bodies and query strings like JSON", async () => {
     fake.privateMessage("x");
     const form = await fetch(`${fake.apiRoot}/bot${fake.bot.token}/getUpdates`, {
