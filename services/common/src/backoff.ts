@@ -9,6 +9,17 @@ export interface BackoffOptions {
 
 export const DEFAULT_BACKOFF: BackoffOptions = { initialMs: 250, maxMs: 30_000, multiplier: 1.6, jitter: 0.2 };
 
+/**
+ * The delay before retry number `attempt` (0 for the first): exponential, capped, with jitter. A
+ * pure function of its inputs (with `random` injected), for state machines that keep the attempt
+ * count in their own state.
+ */
+export function backoffDelayMs(attempt: number, options: BackoffOptions): number {
+  const { initialMs, maxMs, multiplier, jitter, random = Math.random } = options;
+  const base = Math.min(maxMs, initialMs * multiplier ** attempt);
+  return Math.max(0, Math.round(base * (1 + jitter * (2 * random() - 1))));
+}
+
 /** Exponential back-off with jitter for reconnect loops; `reset()` after a success. */
 export class Backoff {
   private attempt = 0;
@@ -19,10 +30,9 @@ export class Backoff {
   }
 
   nextDelayMs(): number {
-    const { initialMs, maxMs, multiplier, jitter, random = Math.random } = this.options;
-    const base = Math.min(maxMs, initialMs * multiplier ** this.attempt);
+    const delay = backoffDelayMs(this.attempt, this.options);
     this.attempt += 1;
-    return Math.max(0, Math.round(base * (1 + jitter * (2 * random() - 1))));
+    return delay;
   }
 
   reset(): void {

@@ -5,7 +5,7 @@ import { Metadata, status } from "@grpc/grpc-js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { bearerToken, isLoopbackHost, KeyRing, secretsEqual } from "./auth.js";
-import { Backoff } from "./backoff.js";
+import { Backoff, backoffDelayMs } from "./backoff.js";
 import { readEnvFile, readYamlFile, validateConfig } from "./config.js";
 import { fromServiceError, HermesError, toServiceError } from "./errors.js";
 import { assertProfileName, isValidId } from "./names.js";
@@ -101,6 +101,13 @@ describe("backoff", () => {
     expect([1, 2, 3, 4, 5].map(() => b.nextDelayMs())).toEqual([100, 200, 400, 800, 1000]);
     b.reset();
     expect(b.nextDelayMs()).toBe(100);
+  });
+  it("computes one delay from the attempt number, with the jitter drawn from the injected random", () => {
+    const options = { initialMs: 1000, maxMs: 60_000, multiplier: 2, jitter: 0.2 };
+    expect(backoffDelayMs(0, { ...options, random: () => 0.5 })).toBe(1000);
+    expect(backoffDelayMs(3, { ...options, random: () => 0 })).toBe(6400);
+    expect(backoffDelayMs(3, { ...options, random: () => 1 })).toBe(9600);
+    expect(backoffDelayMs(30, { ...options, random: () => 0.5 })).toBe(60_000);
   });
 });
 
