@@ -182,6 +182,7 @@ export class Gateway {
           gatewayRef.current?.deliveries.profileStopping(name);
           gatewayRef.current?.chat.stopProfile(name);
         },
+        profileRenamed: (oldName, newName) => gatewayRef.current?.deliveries.profileRenamed(oldName, newName),
         profilesChanged: () => {
           gatewayRef.current?.deliveries.rosterChanged();
           gatewayRef.current?.relay?.rosterChanged();

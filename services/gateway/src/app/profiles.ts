@@ -57,8 +57,13 @@ export interface RenameResult {
 
 /** Hooks a running gateway gives so profile changes reach its live parts (lanes, agent cache, roster). */
 export interface ProfileLifecycle {
-  /** Stop everything running for the profile before it is deleted. */
+  /**
+   * Before the profile is deleted: end every open delivery sent by or to it (typed, senders told)
+   * and stop every turn running or queued for it.
+   */
   stopProfile?(name: string): void;
+  /** The profile's folder moved and its identity was migrated: lanes keyed by the old name follow. */
+  profileRenamed?(oldName: string, newName: string): void;
   /** The profile set or names changed (roster epoch, peers, relay announce). */
   profilesChanged?(): void;
 }
@@ -166,6 +171,8 @@ export class ProfileService {
     }
     const source = options.clone_from === undefined ? undefined : this.resolve(options.clone_from);
     if (this.home.isTombstoned(name)) rmSync(this.home.profileDir(name), { recursive: true, force: true });
+    // A former name forwarded to its renamed database becomes a name of its own again.
+    this.profileDbs.forget(name);
     const dir = this.home.createProfileDir(name);
     if (source !== undefined) {
       for (const file of CLONED_FILES) {
@@ -267,7 +274,9 @@ export class ProfileService {
     if (this.home.isLiveProfile(newName) || (existsSync(this.home.profileDir(newName)) && !this.home.isTombstoned(newName))) {
       throw new HermesError("already_exists", `profile ${newName} already exists; nothing was changed`, { data: { profile: newName } });
     }
-    this.profileDbs.close(oldName);
+    // Turns running under the old name are not stopped: they are bound to their session, and
+    // write through the forwarded handle into the moved folder (ARCHITECTURE.md, "A rename").
+    this.profileDbs.renamed(oldName, newName);
     if (this.home.isTombstoned(newName)) rmSync(this.home.profileDir(newName), { recursive: true, force: true });
     rmSync(this.home.tombstonePath(newName), { force: true });
     renameSync(this.home.profileDir(oldName), this.home.profileDir(newName));
@@ -286,6 +295,7 @@ export class ProfileService {
       // would collide with the old one and make the retry impossible.
       this.home.writeFile(this.pendingMarker(newName), `${oldName}\n`);
     }
+    if (migration.ok) this.lifecycle.profileRenamed?.(oldName, newName);
     this.lifecycle.profilesChanged?.();
     return { profile: this.info(newName), display_name_only: false, migration, warning };
   }
@@ -314,7 +324,7 @@ export class ProfileService {
     this.lifecycle.stopProfile?.(name);
     // Tombstone first: from here on no late write can recreate anything under the profile.
     const tombstone = this.home.writeTombstone(name);
-    this.profileDbs.close(name);
+    this.profileDbs.forget(name);
     rmSync(this.home.profileDir(name), { recursive: true, force: true });
     let purged: TableCounts;
     try {
