@@ -332,7 +332,8 @@ export class Gateway {
       const http = await startHttpServer({
         listen: parseHostPort(settings.http),
         registry: metrics.registry,
-        ready: () => gateway?.ready ?? false,
+        // Not ready while writes fail for a full disk; ready again once one commits.
+        ready: () => (gateway?.ready ?? false) && profileDbs.writeFailure() === undefined,
         metricsPublic: settings.metricsPublic,
         routes: [apiPlatformRoute({ chat, keys, logger })],
         upgrades: [rpc.upgrade],

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { type Db, openDatabase } from "@hermes/common";
+import { type Db, type HermesError, openDatabase, writeFailure } from "@hermes/common";
 import type { HermesHome } from "../app/home.js";
 import { GATEWAY_MIGRATIONS, PROFILE_MIGRATIONS } from "./migrations/index.js";
 
@@ -74,6 +74,15 @@ export class ProfileDatabases {
   private close(profile: string): void {
     this.open.get(profile)?.close();
     this.open.delete(profile);
+  }
+
+  /** Why writes fail now (a full disk), on the root database or an open profile database; undefined while they work. */
+  writeFailure(): HermesError | undefined {
+    for (const db of [this.root, ...this.open.values()]) {
+      const failure = writeFailure(db);
+      if (failure) return failure;
+    }
+    return undefined;
   }
 
   closeAll(): void {
