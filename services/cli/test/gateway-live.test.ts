@@ -335,14 +335,15 @@ describe("a gateway started as a subprocess", () => {
       name: "dora",
       tombstone: join(home, "profiles", ".deleted", "dora"),
       // gateway_routing is not among the counts: the live index dropped and persisted those rows first.
-      purged: { sessions: 1, delivery_obligations: 1 },
+      purged: { sessions: 1 },
     });
     expect(existsSync(join(home, "profiles", "dora"))).toBe(false);
     expect(existsSync(join(home, "profiles", ".deleted", "dora"))).toBe(true);
-    expect(rowsMentioning(stateDb, "dora")).toEqual({});
+    // The chat turn's obligation was delivered before the delete and stays so (only open ones are abandoned).
+    expect(rowsMentioning(stateDb, "dora")).toEqual({ delivery_obligations: 1 });
     expect(
       withDb(stateDb, (db) => db.prepare("SELECT DISTINCT state FROM delivery_obligations WHERE adapter_profile = 'dora'").all()),
-    ).toEqual([{ state: "abandoned" }]);
+    ).toEqual([{ state: "delivered" }]);
     const chat = await cli(["-p", "dora", "chat", "-q", "anyone?"]);
     expect(chat.code).toBe(1);
     expect(chat.stderr).toContain("was deleted");

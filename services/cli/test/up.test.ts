@@ -103,6 +103,24 @@ function alive(pid: number): boolean {
   }
 }
 
+/** Waits until the output matches (a line hermes up prints when something happens), returning the match. */
+async function printed(up: Up, pattern: RegExp, timeoutMs = 60_000): Promise<RegExpExecArray> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const m = pattern.exec(up.output());
+    if (m) return m;
+    if (up.child.exitCode !== null) throw new Error(`hermes up exited ${up.child.exitCode} before printing ${pattern}:\n${up.output()}`);
+    if (Date.now() > deadline) throw new Error(`hermes up did not print ${pattern} within ${timeoutMs} ms:\n${up.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function profileNames(home: string): Promise<string[]> {
+  const r = await run(["--home", home, "--json", "profile", "list"]);
+  expect(r.code, r.stderr).toBe(0);
+  return (JSON.parse(r.stdout) as { profiles: { name: string }[] }).profiles.map((p) => p.name).sort();
+}
+
 async function stopWithSigint(up: Up): Promise<number | null> {
   up.child.kill("SIGINT");
   return up.exited;
@@ -118,7 +136,7 @@ describe("hermes up", () => {
     expect([...firstTable.keys()]).toEqual(["relay", "gw-1", "gw-2", "gw-3"]);
     expect(out).toMatch(/gw-1 .*alice \(Researcher\), bob \(Writer\)/);
     expect(out).toMatch(/room lobby: authority gw-1@1, replicas following on gw-2, gw-3/);
-    expect(readdirSync(join(workDir, "mesh")).sort()).toEqual(["gw-1", "gw-2", "gw-3", "logs", "relay", "up.json"]);
+    expect(readdirSync(join(workDir, "mesh")).sort()).toEqual(["demo.json", "gw-1", "gw-2", "gw-3", "logs", "relay", "up.json"]);
 
     const commands = printedCommands(out);
     expect(commands.length).toBeGreaterThanOrEqual(8);
@@ -190,5 +208,45 @@ describe("hermes up", () => {
     expect(up.output()).toMatch(/hermes up: SIGTERM, stopping the mesh/);
     expect(up.output()).toMatch(/hermes up: stopped gw-1 \(exit 0\), gw-2 \(exit 0\), gw-3 \(exit 0\), relay \(exit 0\)/);
     for (const [name, row] of again) expect(alive(row.pid), `${name} (pid ${row.pid}) still runs`).toBe(false);
+  }, 150_000);
+
+  it("applies the demo plan once: a rename survives a restart (robert stays, bob is not created again, the alias stays)", async () => {
+    const up = startUp();
+    await ready(up);
+    const renamed = await run(["--home", "mesh/gw-1", "profile", "rename", "bob", "robert"]);
+    expect(renamed.code, renamed.stderr).toBe(0);
+    expect(await stopWithSigint(up)).toBe(0);
+
+    const again = startUp();
+    const out = await ready(again);
+    expect(await profileNames("mesh/gw-1")).toEqual(["alice", "default", "robert"]);
+    const robert = await run(["--home", "mesh/gw-1", "--json", "profile", "show", "robert"]);
+    expect(JSON.parse(robert.stdout)).toMatchObject({ name: "robert", aliases: ["bob"] });
+    // The summary shows the bots as they are now.
+    expect(out).toMatch(/^gw-1 .*alice \(Researcher\), robert \(Writer\)/m);
+  }, 150_000);
+
+  it("a gateway killed with SIGTERM is reported and restarted; the rest of the mesh keeps serving; Ctrl-C still stops all", async () => {
+    const up = running.at(-1)!;
+    const before = table(await ready(up));
+    const victim = before.get("gw-2")!.pid;
+    process.kill(victim, "SIGTERM");
+    await printed(
+      up,
+      new RegExp(`hermes up: gw-2 \\(pid ${victim}\\) exited with code 0; the rest of the mesh keeps running; restarting gw-2 in 5 s`),
+    );
+    // While gw-2 is down, hermes up runs on and the other gateways answer.
+    expect(up.child.exitCode).toBeNull();
+    expect(await profileNames("mesh/gw-1")).toEqual(["alice", "default", "robert"]);
+    expect(await profileNames("mesh/gw-3")).toEqual(["default", "erin", "frank"]);
+    const back = Number((await printed(up, /hermes up: gw-2 is back \(pid (\d+)\)/))[1]);
+    expect(back).not.toBe(victim);
+    expect(alive(back)).toBe(true);
+    expect(await profileNames("mesh/gw-2")).toEqual(["carol", "dave", "default"]);
+
+    expect(await stopWithSigint(up)).toBe(0);
+    expect(up.output()).toMatch(/hermes up: stopped gw-1 \(exit 0\), gw-2 \(exit 0\), gw-3 \(exit 0\), relay \(exit 0\)/);
+    expect(alive(back)).toBe(false);
+    for (const [name, row] of before) expect(alive(row.pid), `${name} (pid ${row.pid}) still runs`).toBe(false);
   }, 150_000);
 });

@@ -23,6 +23,8 @@ export const REASONS = {
   database_busy: { status: GrpcStatus.UNAVAILABLE, exit: 1 },
   database_corrupt: { status: GrpcStatus.DATA_LOSS, exit: 1 },
   unsupported_schema: { status: GrpcStatus.FAILED_PRECONDITION, exit: 1 },
+  // a write found no space (SQLITE_FULL, ENOSPC, EDQUOT): nothing was written; free space, retry
+  disk_full: { status: GrpcStatus.RESOURCE_EXHAUSTED, exit: 1 },
   // profiles and identity (§2)
   profile_deleted: { status: GrpcStatus.NOT_FOUND, exit: 1 },
   identity_collision: { status: GrpcStatus.ALREADY_EXISTS, exit: 2 },

@@ -1,31 +1,83 @@
 import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
 import { connect } from "node:net";
 import { basename, dirname, join } from "node:path";
 import { HermesError } from "./errors.js";
 
 /**
- * Writes a file so readers see the old or the new content, never half of it: temp file in the
- * same folder, fsync, rename. `mode` applies to the new file (0o600 for secrets).
+ * The file-system calls writes go through. Production uses node:fs; a test passes one whose
+ * `writeSync` fails with ENOSPC to play a full disk without root (or a tmpfs).
  */
-export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644): void {
-  const tmp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
-  const fd = openSync(tmp, "wx", mode);
+export interface WriteFs {
+  openSync: typeof openSync;
+  writeSync: (fd: number, buffer: Uint8Array, offset: number, length: number) => number;
+  fsyncSync: typeof fsyncSync;
+  closeSync: typeof closeSync;
+  renameSync: typeof renameSync;
+  rmSync: typeof rmSync;
+  mkdirSync: typeof mkdirSync;
+}
+
+export const NODE_WRITE_FS: WriteFs = { openSync, writeSync, fsyncSync, closeSync, renameSync, rmSync, mkdirSync };
+
+/** No space left (ENOSPC), the user's quota used up (EDQUOT), or SQLite saying so (SQLITE_FULL). */
+const DISK_FULL_CODES = new Set(["ENOSPC", "EDQUOT", "SQLITE_FULL"]);
+
+export function isDiskFull(err: unknown): boolean {
+  const code = typeof err === "object" && err !== null ? (err as { code?: unknown }).code : undefined;
+  return typeof code === "string" && DISK_FULL_CODES.has(code);
+}
+
+/** The typed form of a full disk: what could not be written, and what to do. */
+export function diskFullError(err: unknown, what: string, data: Record<string, unknown> = {}): HermesError {
+  if (err instanceof HermesError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new HermesError("disk_full", `${what}: the disk is full (${message}); nothing was written. Free some space and try again`, {
+    data,
+    cause: err,
+  });
+}
+
+/** Runs a write; a full disk becomes `disk_full` naming `what`, anything else is rethrown as it is. */
+export function writingTo<T>(what: string, data: Record<string, unknown>, write: () => T): T {
   try {
-    writeSync(fd, typeof data === "string" ? Buffer.from(data) : data);
-    fsyncSync(fd);
+    return write();
   } catch (err) {
-    closeSync(fd);
-    rmSync(tmp, { force: true });
-    throw err;
+    throw isDiskFull(err) ? diskFullError(err, what, data) : err;
   }
-  closeSync(fd);
-  try {
-    renameSync(tmp, path);
-  } catch (err) {
-    rmSync(tmp, { force: true });
-    throw err;
-  }
+}
+
+/**
+ * Writes a file so readers see the old or the new content, never half of it: temp file in the
+ * same folder, every byte written (a write may take only part of them), fsync, rename. `mode`
+ * applies to the new file (0o600 for secrets). A full disk is `disk_full`, with nothing left behind.
+ */
+export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644, fs: WriteFs = NODE_WRITE_FS): void {
+  writingTo(`writing ${path}`, { path }, () => {
+    const tmp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
+    const bytes = typeof data === "string" ? Buffer.from(data) : data;
+    const fd = fs.openSync(tmp, "wx", mode);
+    try {
+      for (let done = 0; done < bytes.length; ) {
+        const n = fs.writeSync(fd, bytes, done, bytes.length - done);
+        // A file write that takes nothing has no room left.
+        if (n <= 0) throw Object.assign(new Error(`no progress writing ${tmp}`), { code: "ENOSPC" });
+        done += n;
+      }
+      fs.fsyncSync(fd);
+    } catch (err) {
+      fs.closeSync(fd);
+      fs.rmSync(tmp, { force: true });
+      throw err;
+    }
+    fs.closeSync(fd);
+    try {
+      fs.renameSync(tmp, path);
+    } catch (err) {
+      fs.rmSync(tmp, { force: true });
+      throw err;
+    }
+  });
 }
 
 /** True when something accepts connections on the unix socket at `path` (a socket file left by a crash does not). */

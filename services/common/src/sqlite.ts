@@ -1,5 +1,6 @@
 import Database from "better-sqlite3";
 import { HermesError } from "./errors.js";
+import { diskFullError, isDiskFull } from "./files.js";
 
 export type Db = Database.Database;
 
@@ -36,6 +37,7 @@ export function databaseError(err: unknown, label: string, path: string): Hermes
       { data: { database: path }, cause: err },
     );
   }
+  if (isDiskFull(err)) return diskFullError(err, `${label} at ${path}`, { database: path });
   if (code === "SQLITE_BUSY" || code === "SQLITE_LOCKED" || code.startsWith("SQLITE_BUSY")) {
     return new HermesError("database_busy", `${label} at ${path} is locked by another process (${message}); retry when it is free`, {
       data: { database: path },
@@ -98,12 +100,70 @@ export function openDatabase(path: string, options: OpenOptions): Db {
       if (sync !== (wanted === "FULL" ? 2 : 1)) throw new Error(`synchronous=${wanted} did not take (got ${String(sync)})`);
     }
     db.pragma("foreign_keys = ON");
-    if (!options.readonly) migrate(db, options.migrations, options.label, path);
+    if (!options.readonly) {
+      watchWrites(db, options.label, path);
+      migrate(db, options.migrations, options.label, path);
+    }
     return db;
   } catch (err) {
     db?.close();
     throw databaseError(err, options.label, path);
   }
+}
+
+/** Per connection: the `disk_full` its last write failed with, until a write commits again. */
+const failingWrites = new WeakMap<Db, HermesError>();
+
+/** The full-disk failure of the connection's last write, while writes fail (undefined once one commits). */
+export function writeFailure(db: Db): HermesError | undefined {
+  return failingWrites.get(db);
+}
+
+/**
+ * Every write path of a connection (statements' `run`, transactions, `exec`): a full disk is the
+ * typed `disk_full` naming the database instead of a bare SqliteError, and is remembered
+ * (`writeFailure`) until a later write commits, so readiness can follow it.
+ */
+function watchWrites(db: Db, label: string, path: string): void {
+  const guard = <T>(write: () => T): T => {
+    let result: T;
+    try {
+      result = write();
+    } catch (err) {
+      if (!isDiskFull(err)) throw err;
+      const full = diskFullError(err, `${label} at ${path}`, { database: path });
+      failingWrites.set(db, full);
+      throw full;
+    }
+    // Inside a transaction nothing is on disk yet: only a commit (or an autocommit write) counts.
+    if (!db.inTransaction) failingWrites.delete(db);
+    return result;
+  };
+  const prepare = db.prepare.bind(db);
+  db.prepare = ((sql: string) => {
+    const stmt = prepare(sql);
+    const run = stmt.run.bind(stmt);
+    stmt.run = (...params: unknown[]) => guard(() => run(...params));
+    return stmt;
+  }) as Db["prepare"];
+  const transaction = db.transaction.bind(db);
+  db.transaction = ((fn: (...args: unknown[]) => unknown) => {
+    const tx = transaction(fn);
+    const guarded =
+      (variant: (...args: unknown[]) => unknown) =>
+      (...args: unknown[]) =>
+        guard(() => variant(...args));
+    const main = guarded(tx);
+    return Object.assign(main, {
+      default: main,
+      deferred: guarded(tx.deferred),
+      immediate: guarded(tx.immediate),
+      exclusive: guarded(tx.exclusive),
+      database: db,
+    });
+  }) as Db["transaction"];
+  const exec = db.exec.bind(db);
+  db.exec = ((sql: string) => guard(() => exec(sql))) as Db["exec"];
 }
 
 const statements = new WeakMap<Db, Map<string, Database.Statement>>();

@@ -82,6 +82,12 @@ describe("tryCommands", () => {
     expect(sections[2]!.commands[0]).toContain(".hermes-local/gw-3 groups send");
   });
 
+  it("without an authority in the mesh (the room was moved away): no room commands", () => {
+    const titles = tryCommands(planMesh(3), { ...ctx("gw-1", 1), authority: undefined }).map((s) => s.title);
+    expect(titles).toHaveLength(2);
+    expect(titles.some((t) => t.includes(DEMO_ROOM))).toBe(false);
+  });
+
   it("with one gateway: no move, and the message goes to the other local bot", () => {
     const sections = tryCommands(planMesh(1), ctx("gw-1", 1));
     expect(sections.map((s) => s.title).some((t) => /move/.test(t))).toBe(false);

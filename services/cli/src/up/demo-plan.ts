@@ -89,8 +89,8 @@ export interface TryContext {
   hermes: string;
   /** How to spell each gateway's home on a command line (relative when possible). */
   homeArg: (gateway: string) => string;
-  /** Who leads the demo room now and at which epoch. */
-  authority: { gateway: string; epoch: number };
+  /** Who leads the demo room now and at which epoch (undefined: no gateway of the mesh leads it). */
+  authority: { gateway: string; epoch: number } | undefined;
 }
 
 /**
@@ -104,23 +104,24 @@ export function tryCommands(plan: MeshPlan, ctx: TryContext): { title: string; c
   const other = plan.gateways[1] ?? first;
   const me = first.bots[0]!.name;
   const them = other === first ? first.bots[1]!.name : `${other.bots[0]!.name}@${other.name}`;
-  const lead = ctx.authority.gateway;
-  const replica = names.find((n) => n !== lead);
   const sections = [
     { title: "talk to a bot (one turn on the embedded local model)", commands: [on(first.name, `-p ${me} chat -q "hello, who are you?"`)] },
     {
       title: `message a bot on another gateway (through the relay) and wait for its reply`,
       commands: [on(first.name, `-p ${me} message ${them} "what are you working on?" --wait`), on(first.name, "deliveries list")],
     },
-    {
-      title: `the room ${DEMO_ROOM}: led by ${lead}, replicated on the others`,
-      commands: [
-        on(lead, `groups send ${DEMO_ROOM} "hello @all"`),
-        on(replica ?? lead, `groups log ${DEMO_ROOM}`),
-        ...(replica ? [on(replica, `groups replica-state ${DEMO_ROOM}`)] : []),
-      ],
-    },
   ];
+  if (!ctx.authority) return sections;
+  const lead = ctx.authority.gateway;
+  const replica = names.find((n) => n !== lead);
+  sections.push({
+    title: `the room ${DEMO_ROOM}: led by ${lead}, replicated on the others`,
+    commands: [
+      on(lead, `groups send ${DEMO_ROOM} "hello @all"`),
+      on(replica ?? lead, `groups log ${DEMO_ROOM}`),
+      ...(replica ? [on(replica, `groups replica-state ${DEMO_ROOM}`)] : []),
+    ],
+  });
   if (!replica) return sections;
   // The planned move: onto the gateway after the current authority.
   const next = names[(names.indexOf(lead) + 1) % names.length]!;

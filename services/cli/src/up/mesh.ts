@@ -22,17 +22,22 @@ import {
   tryCommands,
   WELCOME_EVENT_ID,
 } from "./demo-plan.js";
+import { Supervisor } from "./supervisor.js";
 
 /**
  * `hermes up [--gateways N] [--dir DIR]` (§9): the local mesh for newcomers. A relay and N gateways
  * run as child processes of this command, each with its own home under DIR; demo bots and a room
  * (authority on gw-1, replicas following on the others) are set up; the command prints where
- * everything is and what to try, then waits. Ctrl-C (SIGINT) or SIGTERM stops every child
+ * everything is and what to try, then waits. A child that exits on its own is reported and started
+ * again (supervisor.ts) while the rest keeps running; Ctrl-C (SIGINT) or SIGTERM stops every child
  * gracefully. Running it again on the same DIR reuses everything there (same ports when free, same
- * keys, same bots and room; whatever moved, e.g. the room's authority, stays moved).
+ * keys). The demo plan (bots, room, following) is applied to a gateway once, never again
+ * (DIR/demo.json), so what the user changed since (a renamed or deleted bot, a moved room) stays.
  */
 
 const STATE_FILE = "up.json";
+/** The gateways the demo plan was applied to: each gets its bots and joins the room once, ever. */
+const DEMO_FILE = "demo.json";
 /** Unix socket paths must fit in sun_path (104 bytes on macOS, 108 on Linux). */
 const MAX_SOCKET_PATH = 100;
 const STOP_GRACE_MS = 15_000;
@@ -83,6 +88,24 @@ function loadState(dir: string): UpState | undefined {
 
 function saveState(dir: string, state: UpState): void {
   writeFileAtomic(join(dir, STATE_FILE), `${JSON.stringify(state, null, 2)}\n`, 0o600);
+}
+
+const demoSchema = z.object({ applied: z.array(z.string()) });
+
+/** Gateways the demo plan was applied to. A missing or damaged file means none (applying it again only adds what is missing). */
+function loadDemoApplied(dir: string): Set<string> {
+  const file = join(dir, DEMO_FILE);
+  if (!existsSync(file)) return new Set();
+  try {
+    const parsed = demoSchema.safeParse(JSON.parse(readFileSync(file, "utf8")));
+    return new Set(parsed.success ? parsed.data.applied : []);
+  } catch {
+    return new Set();
+  }
+}
+
+function saveDemoApplied(dir: string, applied: Iterable<string>): void {
+  writeFileAtomic(join(dir, DEMO_FILE), `${JSON.stringify({ applied: [...new Set(applied)].sort() }, null, 2)}\n`, 0o600);
 }
 
 /** Sets KEY=VALUE lines in a .env file (mode 0600), keeping every other line. */
@@ -194,32 +217,56 @@ function preparePeers(l: Layout, plan: MeshPlan, ports: Record<string, Ports>, a
 // ------------------------------------------------------------------------------------------
 // Children
 
+interface Launch {
+  kind: ChildSpec["kind"];
+  ports: Ports;
+  args: (p: Ports) => string[];
+  logFile: string;
+}
+
 class Mesh {
-  readonly children: Child[] = [];
+  /** The current child of each daemon, in start order (a restart keeps the daemon's place). */
+  readonly children = new Map<string, Child>();
+  /** How each daemon was started, for a restart with the same ports. */
+  private readonly launches = new Map<string, Launch>();
   private closed = false;
 
-  /** Starts a daemon and waits for its ready line; retries with other ports if it lost a port race. */
+  /**
+   * Starts a daemon and waits for its ready line; retries with other ports if it lost a port race
+   * (up to `portAttempts` tries).
+   */
   async start(
     name: string,
-    kind: "gateway" | "relay",
+    kind: ChildSpec["kind"],
     ports: Ports,
     args: (p: Ports) => string[],
     logFile: string,
+    portAttempts = PORT_ATTEMPTS,
   ): Promise<{ child: Child; ports: Ports }> {
+    const previous = this.children.get(name);
     let current = ports;
     for (let attempt = 1; ; attempt++) {
       if (this.closed) throw new HermesError("unavailable", `not starting ${name}: the mesh is stopping`);
       const child = new Child({ name, kind, args: args(current), logFile });
-      this.children.push(child);
+      this.children.set(name, child);
       try {
         await child.ready();
+        this.launches.set(name, { kind, ports: current, args, logFile });
         return { child, ports: current };
       } catch (err) {
-        this.children.splice(this.children.indexOf(child), 1);
-        if (attempt >= PORT_ATTEMPTS || !lostPortRace(err, child)) throw err;
+        if (previous) this.children.set(name, previous);
+        else this.children.delete(name);
+        if (attempt >= portAttempts || !lostPortRace(err, child)) throw err;
         current = (await choosePorts({ [name]: { grpc: 0, http: 0 } }))[name]!;
       }
     }
+  }
+
+  /** Starts a daemon that exited again, with the ports it had (the others' peer entries name them). */
+  async restart(name: string): Promise<Child> {
+    const launch = this.launches.get(name);
+    if (!launch) throw new HermesError("not_found", `${name} was never started`);
+    return (await this.start(name, launch.kind, launch.ports, launch.args, launch.logFile, 1)).child;
   }
 
   /** Gateways first (they flush and say goodbye to the relay), then the relay; how each ended. */
@@ -227,7 +274,7 @@ class Mesh {
     this.closed = true;
     const stop = (kind: ChildSpec["kind"]) =>
       Promise.all(
-        this.children
+        [...this.children.values()]
           .filter((c) => c.spec.kind === kind)
           .map(async (c) => {
             const { code, signal } = await c.stop(STOP_GRACE_MS);
@@ -240,7 +287,7 @@ class Mesh {
 
   /** Last resort on process exit (synchronous): nothing may outlive `hermes up`. */
   killAll(): void {
-    for (const c of this.children) c.kill("SIGTERM");
+    for (const c of this.children.values()) c.kill("SIGTERM");
   }
 }
 
@@ -271,9 +318,9 @@ interface Gw {
   rooms: RoomServiceClient;
 }
 
+/** The demo bots of a gateway the plan was not applied to yet (those it has already are kept). */
 async function ensureBots(gw: Gw): Promise<void> {
-  const { profiles } = await gw.ctx.call(gw.gateway, gw.gateway.listProfiles, {});
-  const have = new Set(profiles.map((p) => p.name));
+  const have = new Set((await listBots(gw)).map((b) => b.name));
   for (const bot of gw.plan.bots) {
     if (have.has(bot.name)) continue;
     await gw.ctx.call(gw.gateway, gw.gateway.createProfile, {
@@ -286,6 +333,12 @@ async function ensureBots(gw: Gw): Promise<void> {
       soul: "",
     });
   }
+}
+
+/** The named profiles a gateway has now (after renames and deletes: what the summary shows). */
+async function listBots(gw: Gw): Promise<{ name: string; title: string }[]> {
+  const { profiles } = await gw.ctx.call(gw.gateway, gw.gateway.listProfiles, {});
+  return profiles.filter((p) => !p.is_default).map((p) => ({ name: p.name, title: p.title }));
 }
 
 async function roomOn(gw: Gw): Promise<Room | undefined> {
@@ -310,26 +363,35 @@ function replicate(gw: Gw, from: string): Promise<ReplicateProgress | undefined>
 }
 
 /**
- * The demo room: created on gw-1 the first time (with a welcome message that starts a discussion
- * among its members), then every other gateway follows whoever leads it now. Returns the authority.
+ * The demo room: created on gw-1 when the plan is first applied to it (with a welcome message that
+ * starts a discussion among its members); each gateway the plan is applied to then follows whoever
+ * leads the room now. Gateways it was applied to before are left as they are. Returns the authority
+ * (undefined, with a note, when no gateway of the mesh leads the room).
  */
-async function ensureRoom(gws: Gw[], plan: MeshPlan, notes: string[]): Promise<{ gateway: string; epoch: number }> {
+async function setUpRoom(
+  gws: Gw[],
+  fresh: ReadonlySet<string>,
+  plan: MeshPlan,
+  notes: string[],
+): Promise<{ gateway: string; epoch: number } | undefined> {
   const states = await Promise.all(gws.map(roomOn));
   const leaders = gws
     .map((gw, i) => ({ gw, room: states[i] }))
     .filter((x) => x.room?.role === "authority" && !x.room.fenced_by)
     .sort((x, y) => y.room!.authority_epoch - x.room!.authority_epoch);
   let authority: { gateway: string; epoch: number };
+  const first = gws[0]!;
   if (leaders[0]) {
     authority = { gateway: leaders[0].gw.plan.name, epoch: leaders[0].room!.authority_epoch };
-  } else if (states.some((s) => s !== undefined)) {
-    const known = states.find((s) => s !== undefined)!;
-    throw new HermesError(
-      "refused",
-      `room ${DEMO_ROOM} has no running authority here (the copies name ${known.authority_gateway_id}@${known.authority_epoch}); finish the authority move (docs/OPERATIONS.md) or remove ${DEMO_ROOM} from the homes`,
+  } else if (states.some((s) => s !== undefined) || !fresh.has(first.plan.name)) {
+    const known = states.find((s) => s !== undefined);
+    notes.push(
+      known
+        ? `room ${DEMO_ROOM} has no running authority here (the copies name ${known.authority_gateway_id}@${known.authority_epoch}); finish the authority move (docs/OPERATIONS.md)`
+        : `room ${DEMO_ROOM} is not on any gateway of this mesh any more`,
     );
+    return undefined;
   } else {
-    const first = gws[0]!;
     await first.ctx.call(first.rooms, first.rooms.create, {
       room_id: DEMO_ROOM,
       name: "Lobby",
@@ -349,7 +411,7 @@ async function ensureRoom(gws: Gw[], plan: MeshPlan, notes: string[]): Promise<{
   }
   await Promise.all(
     gws
-      .filter((gw) => gw.plan.name !== authority.gateway)
+      .filter((gw) => fresh.has(gw.plan.name) && gw.plan.name !== authority.gateway)
       .map(async (gw) => {
         const s = await gw.ctx.call(gw.rooms, gw.rooms.replicaState, { room_id: DEMO_ROOM }).catch(() => undefined);
         const following = s?.following && s.following.state !== "stopped" && s.authority?.gateway_id === authority.gateway;
@@ -409,8 +471,10 @@ export async function up(count: number, dir: string): Promise<void> {
 
   const contexts: CliContext[] = [];
   let ended: string[] = [];
+  let stopSupervising = () => {};
   const shutdown = () => {
     stopping ??= (async () => {
+      stopSupervising();
       for (const ctx of contexts) ctx.close();
       ended = await mesh.stopAll();
       saveState(dir, { ...state, pids: {} });
@@ -430,16 +494,27 @@ export async function up(count: number, dir: string): Promise<void> {
       process.stdout.write("hermes up: stopped before the mesh was ready\n");
       return;
     }
-    printSummary(dir, plan, l, ports, mesh, first.authority, first.notes);
-
-    // Running: until a signal, or until a child dies on its own.
-    const died = Promise.race(mesh.children.map((c) => c.exited.then(() => c)));
-    const outcome = await Promise.race([stopSignal.then(() => undefined), died]);
-    if (outcome) {
-      const err = childExit(outcome);
-      await shutdown();
-      throw err;
-    }
+    const keys = restartKeys(process.stdin, {
+      restartNow: () => supervisor.restartNow(),
+      interrupt: () => onSignal("SIGINT"),
+    });
+    const supervisor = new Supervisor({
+      restart: (name) => mesh.restart(name),
+      say: (line) => process.stderr.write(`${line}\n`),
+      restarted: (child) => {
+        state.pids![child.spec.name] = child.pid;
+        saveState(dir, state);
+      },
+      restartHint: keys ? "press r to restart it now" : undefined,
+    });
+    stopSupervising = () => {
+      supervisor.close();
+      keys?.close();
+    };
+    printSummary(dir, plan, l, ports, mesh, first);
+    // Running until a signal; a child that exits meanwhile is reported and started again.
+    for (const child of mesh.children.values()) supervisor.watch(child);
+    await stopSignal;
     await shutdown();
     process.stdout.write(`hermes up: stopped ${ended.join(", ")}; run it again to resume where you left off\n`);
   } catch (err) {
@@ -452,7 +527,37 @@ export async function up(count: number, dir: string): Promise<void> {
   }
 }
 
-/** Relay, then gateways, then the demo set-up; returns the room's authority and any notes. */
+/**
+ * On a terminal, single keys while the mesh runs: `r` restarts whatever is down at once. Raw mode
+ * turns Ctrl-C into a key, so it is passed on as the interrupt it was. Undefined without a TTY.
+ */
+function restartKeys(stdin: NodeJS.ReadStream, on: { restartNow: () => void; interrupt: () => void }): { close: () => void } | undefined {
+  if (!stdin.isTTY) return undefined;
+  const onKey = (key: string) => {
+    if (key === "r" || key === "R") on.restartNow();
+    else if (key === "\u0003") on.interrupt();
+  };
+  stdin.setRawMode(true);
+  stdin.setEncoding("utf8");
+  stdin.on("data", onKey);
+  stdin.resume();
+  return {
+    close: () => {
+      stdin.off("data", onKey);
+      stdin.setRawMode(false);
+      stdin.pause();
+    },
+  };
+}
+
+interface SetUp {
+  authority: { gateway: string; epoch: number } | undefined;
+  notes: string[];
+  /** Each gateway's named profiles as they are now. */
+  bots: Map<string, { name: string; title: string }[]>;
+}
+
+/** Relay, then gateways, then the demo set-up where it was not applied yet; returns what the summary shows. */
 async function startAndSetUp(
   plan: MeshPlan,
   l: Layout,
@@ -461,7 +566,7 @@ async function startAndSetUp(
   mesh: Mesh,
   contexts: CliContext[],
   stopped: () => boolean,
-): Promise<{ authority: { gateway: string; epoch: number }; notes: string[] }> {
+): Promise<SetUp> {
   const relay = await mesh.start(
     RELAY_NAME,
     "relay",
@@ -513,7 +618,9 @@ async function startAndSetUp(
     contexts.push(ctx);
     return { plan: g, ctx, gateway: ctx.client(GatewayServiceClient), rooms: ctx.client(RoomServiceClient) };
   });
-  await Promise.all(gws.map(ensureBots));
+  const applied = loadDemoApplied(l.dir);
+  const fresh = new Set(plan.gateways.map((g) => g.name).filter((name) => !applied.has(name)));
+  await Promise.all(gws.filter((gw) => fresh.has(gw.plan.name)).map(ensureBots));
   await Promise.all(
     gws.map((gw) =>
       waitFor(
@@ -524,15 +631,10 @@ async function startAndSetUp(
     ),
   );
   const notes: string[] = [];
-  const authority = await ensureRoom(gws, plan, notes);
-  return { authority, notes };
-}
-
-function childExit(c: Child): HermesError {
-  return new HermesError(
-    "unavailable",
-    `${c.spec.name} (pid ${c.pid}) ${c.process.signalCode ? `was killed by ${c.process.signalCode}` : `exited with code ${c.process.exitCode}`} on its own; the mesh was stopped. Its last output (full log: ${c.spec.logFile}):\n${c.tail()}`,
-  );
+  const authority = await setUpRoom(gws, fresh, plan, notes);
+  saveDemoApplied(l.dir, [...applied, ...fresh]);
+  const bots = new Map(await Promise.all(gws.map(async (gw) => [gw.plan.name, await listBots(gw)] as const)));
+  return { authority, notes, bots };
 }
 
 function printSummary(
@@ -541,10 +643,9 @@ function printSummary(
   l: Layout,
   ports: Record<string, Ports>,
   mesh: Mesh,
-  authority: { gateway: string; epoch: number },
-  notes: string[],
+  { authority, notes, bots }: SetUp,
 ): void {
-  const pid = (name: string) => String(mesh.children.find((c) => c.spec.name === name)?.pid ?? "-");
+  const pid = (name: string) => String(mesh.children.get(name)?.pid ?? "-");
   const rows = [
     [
       RELAY_NAME,
@@ -559,11 +660,11 @@ function printSummary(
       `127.0.0.1:${ports[g.name]!.grpc}`,
       `127.0.0.1:${ports[g.name]!.http}`,
       displayPath(l.homes.get(g.name)!.root),
-      g.bots.map((b) => `${b.name} (${b.title})`).join(", "),
+      (bots.get(g.name) ?? []).map((b) => (b.title ? `${b.name} (${b.title})` : b.name)).join(", ") || "-",
       pid(g.name),
     ]),
   ];
-  const replicas = plan.gateways.map((g) => g.name).filter((n) => n !== authority.gateway);
+  const replicas = plan.gateways.map((g) => g.name).filter((n) => n !== authority?.gateway);
   const sections = tryCommands(plan, {
     hermes: "npx hermes",
     homeArg: (g) => displayPath(l.homes.get(g)!.root),
@@ -575,13 +676,16 @@ function printSummary(
     "",
     table(["NAME", "GRPC", "HTTP", "HOME / DATA", "BOTS", "PID"], rows),
     "",
-    `room ${DEMO_ROOM}: authority ${authority.gateway}@${authority.epoch}${replicas.length > 0 ? `, replicas following on ${replicas.join(", ")}` : ""}`,
+    authority
+      ? `room ${DEMO_ROOM}: authority ${authority.gateway}@${authority.epoch}${replicas.length > 0 ? `, replicas following on ${replicas.join(", ")}` : ""}`
+      : `room ${DEMO_ROOM}: no authority on this mesh`,
     `logs: ${displayPath(l.logsDir)}/<name>.log    metrics: curl -s 127.0.0.1:${ports[plan.gateways[0]!.name]!.http}/metrics`,
     ...notes.map((n) => `note: ${n}`),
     "",
     "what to try, in another terminal:",
     ...sections.flatMap((s) => [`  # ${s.title}`, ...s.commands.map((c) => `  ${c}`)]),
     "",
+    "A gateway or the relay that exits (try: kill <PID>) is restarted after a few seconds; the others keep running.",
     "Ctrl-C stops everything; run it again to resume where you left off.",
     `mesh ready: dir=${dir} relay=127.0.0.1:${ports[RELAY_NAME]!.grpc} gateways=${plan.gateways.map((g) => `${g.name}@127.0.0.1:${ports[g.name]!.grpc}`).join(",")}`,
     "",

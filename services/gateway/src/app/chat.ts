@@ -158,6 +158,8 @@ export class ChatService {
   private readonly lanes = new Map<string, PQueue>();
   /** Work queued in a lane and not started yet, so a stop can reject it instead of leaving it hanging. */
   private readonly waiting = new Map<string, Set<(err: unknown) => void>>();
+  /** The turn running in each session, so deleting its profile can stop it. */
+  private readonly running = new Map<string, AbortController>();
   readonly modelConfig: ModelConfigSource;
   readonly agents: AgentCache;
   private readonly settings: AgentSettings;
@@ -290,36 +292,62 @@ export class ChatService {
    * A turn in a session whose lane the caller holds (via `exclusive`). Failures reject with a
    * HermesError whose `data.tool_effects` counts tool calls already executed.
    */
-  async runLocked(profile: string, session: SessionRow, text: string, options: LockedTurnOptions = {}): Promise<TurnOutput> {
+  async runLocked(profile: string, queuedAs: SessionRow, text: string, options: LockedTurnOptions = {}): Promise<TurnOutput> {
     const kind = options.obligation === false ? "delivery" : "chat";
-    const signal = options.signal ? AbortSignal.any([options.signal, this.stopController.signal]) : this.stopController.signal;
-    const finish = options.obligation === false ? () => {} : this.openObligation(profile, session);
+    // A rename while the turn waited moved its session to the new name; the turn follows it.
+    const session = this.currentSession(queuedAs.session_id, profile);
+    const turn = new AbortController();
+    this.running.set(session.session_id, turn);
+    const signal = AbortSignal.any([this.stopController.signal, turn.signal, ...(options.signal ? [options.signal] : [])]);
+    const finish = options.obligation === false ? () => {} : this.openObligation(session);
     const effects = { tool_calls: 0 };
     try {
-      const out = await this.engine(profile, session, text, options, signal, effects);
+      const out = await this.engine(session, text, options, signal, effects);
       finish("delivered");
       this.turnCounter.inc({ kind, outcome: "ok" });
       return out;
     } catch (err) {
       finish("failed");
       this.turnCounter.inc({ kind, outcome: "failed" });
-      const e = toHermesError(err);
+      // A turn stopped because its profile was deleted says that, not how the provider call ended.
+      const e = toHermesError(turn.signal.aborted ? turn.signal.reason : err);
       e.data["tool_effects"] = effects.tool_calls;
       throw e;
+    } finally {
+      if (this.running.get(session.session_id) === turn) this.running.delete(session.session_id);
     }
   }
 
-  private openObligation(profile: string, session: SessionRow): (state: "delivered" | "failed") => void {
+  /**
+   * The session as it is now. A turn is bound to its session, not to a profile name: a rename
+   * rekeys the row (the turn goes on under the new name), a delete removes it (the turn ends).
+   */
+  private currentSession(sessionId: string, profile: string): SessionRow {
+    const session = this.deps.sessions.store.byId(sessionId);
+    if (!session) {
+      throw new HermesError("profile_deleted", `profile ${profile} was deleted while its turn was under way; nothing was stored`, {
+        data: { profile },
+      });
+    }
+    return session;
+  }
+
+  private openObligation(session: SessionRow): (state: "delivered" | "failed") => void {
     const { db, clock } = this.deps;
     const id = newId("obl");
     const now = () => isoTime(clock.now());
     db.prepare(
       `INSERT INTO delivery_obligations (obligation_id, adapter_profile, session_key, kind, state, payload_json, created_at, updated_at)
        VALUES (?, ?, ?, 'turn_reply', 'pending', ?, ?, ?)`,
-    ).run(id, profile, session.session_key, JSON.stringify({ session_id: session.session_id }), now(), now());
+    ).run(id, session.profile_name, session.session_key, JSON.stringify({ session_id: session.session_id }), now(), now());
     return (state) => {
       try {
-        db.prepare("UPDATE delivery_obligations SET state = ?, updated_at = ? WHERE obligation_id = ?").run(state, now(), id);
+        // Only while still pending: a delete that abandoned it meanwhile has the last word.
+        db.prepare("UPDATE delivery_obligations SET state = ?, updated_at = ? WHERE obligation_id = ? AND state = 'pending'").run(
+          state,
+          now(),
+          id,
+        );
       } catch (err) {
         this.deps.logger.warn({ err, obligation_id: id }, "updating a turn obligation failed");
       }
@@ -327,15 +355,13 @@ export class ChatService {
   }
 
   private async engine(
-    profile: string,
-    sessionRow: SessionRow,
+    session: SessionRow,
     text: string,
     options: LockedTurnOptions,
     signal: AbortSignal,
     effects: { tool_calls: number },
   ): Promise<TurnOutput> {
-    // Re-read: a /model command or a rename may have changed the row since the turn was queued.
-    const session = this.deps.sessions.store.byId(sessionRow.session_id) ?? sessionRow;
+    const profile = session.profile_name;
     const config = this.modelConfig.forProfile(profile);
     const location = options.location ?? locationOf(session.origin);
     const channel = findChannelOverride(config.platforms, location);
@@ -356,8 +382,7 @@ export class ChatService {
 
     let evict: false | { why: string; detail?: string } = false;
     try {
-      const transcript = new TranscriptStore(this.deps.profileDbs.get(profile));
-      const conversation = this.history(agent, transcript, session.session_id);
+      const conversation = this.history(agent, new TranscriptStore(this.deps.profileDbs.get(profile)), session.session_id);
       const now = () => isoTime(this.deps.clock.now());
       const stored: NewMessage[] = [{ role: "user", content: text, meta: options.user_meta ?? {}, created_at: now() }];
       conversation.push({ role: "user", content: text });
@@ -399,18 +424,20 @@ export class ChatService {
           stored.push({ role: "tool", content, meta: { tool_call_id: call.id, name: call.name }, created_at: now() });
         }
       }
-      const appended = transcript.append(session.session_id, stored);
+      // Stored where the session is now: a rename while the provider answered moved the profile.
+      const owner = this.currentSession(session.session_id, profile).profile_name;
+      const appended = new TranscriptStore(this.deps.profileDbs.get(owner)).append(session.session_id, stored);
       const lastSeq = appended.at(-1)?.seq;
       // The warm agent keeps the conversation, so the next turn reads only what was added since.
       if (lastSeq !== undefined) agent.transcript = { seq: lastSeq, messages: conversation };
-      if (options.touch !== false) this.deps.sessions.touch(session);
+      if (options.touch !== false) this.deps.sessions.touch(session.session_id);
       const verdict = postTurnFallbackCheck(
         { model: served.model, provider: served.provider, fallback_active: fallbackActive },
         resolution,
       );
       if (verdict.evict) evict = { why: verdict.why, detail: verdict.detail };
       return {
-        profile,
+        profile: owner,
         session_id: session.session_id,
         reply,
         model: served.model,
@@ -507,11 +534,15 @@ export class ChatService {
       .run(isoTime(this.deps.clock.now())).changes;
   }
 
-  /** Stops queued turns of a profile (before delete): queued ones are dropped, a running one finishes. */
+  /** Before a profile is deleted: its queued turns are dropped and its running ones stopped, each caller told why. */
   stopProfile(profile: string): void {
-    const why = new HermesError("runtime_offline", `profile ${profile} is being deleted`);
+    const why = () =>
+      new HermesError("profile_deleted", `profile ${profile} was deleted (hermes profile delete ${profile}); its turns were stopped`, {
+        data: { profile },
+      });
     for (const session of this.deps.sessions.store.listByProfile(profile)) {
-      this.dropQueued(session.session_id, why);
+      this.dropQueued(session.session_id, why());
+      this.running.get(session.session_id)?.abort(why());
       this.agents.evict(session.session_id);
     }
   }

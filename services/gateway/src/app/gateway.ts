@@ -182,6 +182,7 @@ export class Gateway {
           gatewayRef.current?.deliveries.profileStopping(name);
           gatewayRef.current?.chat.stopProfile(name);
         },
+        profileRenamed: (oldName, newName) => gatewayRef.current?.deliveries.profileRenamed(oldName, newName),
         profilesChanged: () => {
           gatewayRef.current?.deliveries.rosterChanged();
           gatewayRef.current?.relay?.rosterChanged();
@@ -331,7 +332,8 @@ export class Gateway {
       const http = await startHttpServer({
         listen: parseHostPort(settings.http),
         registry: metrics.registry,
-        ready: () => gateway?.ready ?? false,
+        // Not ready while writes fail for a full disk; ready again once one commits.
+        ready: () => (gateway?.ready ?? false) && profileDbs.writeFailure() === undefined,
         metricsPublic: settings.metricsPublic,
         routes: [apiPlatformRoute({ chat, keys, logger })],
         upgrades: [rpc.upgrade],

@@ -1,7 +1,7 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { HermesError } from "@hermes/common";
+import { HermesError, NODE_WRITE_FS } from "@hermes/common";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { HermesHome } from "./home.js";
 
@@ -16,8 +16,9 @@ beforeEach(() => {
 afterEach(() => rmSync(root, { recursive: true, force: true }));
 
 function makeProfile(name: string) {
-  home.createProfileDir(name);
-  writeFileSync(join(home.profileDir(name), "config.yaml"), "{}\n");
+  const staged = home.stageProfileDir(name);
+  writeFileSync(join(staged, "config.yaml"), "{}\n");
+  home.publishProfileDir(staged, name);
 }
 
 function refusal(fn: () => void): HermesError {
@@ -91,3 +92,51 @@ describe("tombstone guard", () => {
     expect(home.isLiveProfile("stray")).toBe(false);
   });
 });
+
+describe("staging and a full disk", () => {
+  it("a staged profile is invisible until published; stale staging folders of a crash are removed, fresh ones kept", () => {
+    const staged = home.stageProfileDir("coder");
+    writeFileSync(join(staged, "config.yaml"), "{}\n");
+    expect(home.isLiveProfile("coder")).toBe(false);
+    expect(existsSync(home.profileDir("coder"))).toBe(false);
+    const later = Date.now() + 11 * 60_000;
+    const fresh = home.stageProfileDir("other", later);
+    // The first one is now older than any create takes: a crash's leftover, removed; the new one stays.
+    expect(existsSync(staged)).toBe(false);
+    expect(existsSync(fresh)).toBe(true);
+    writeFileSync(join(fresh, "config.yaml"), "{}\n");
+    home.publishProfileDir(fresh, "other");
+    expect(home.isLiveProfile("other")).toBe(true);
+    expect(readdirSync(home.profilesDir).sort()).toEqual(["other"]);
+  });
+
+  it("a write on a full disk is disk_full naming the file and leaves no temp file behind", () => {
+    makeProfile("alice");
+    const full = new HermesHome(root, { ...NODE_WRITE_FS, writeSync: () => enospc() });
+    const target = join(home.profileDir("alice"), "notes.txt");
+    const err = refusal(() => full.writeFile(target, "x".repeat(10_000)));
+    expect(err.reason).toBe("disk_full");
+    expect(err.message).toContain(target);
+    expect(readdirSync(home.profileDir("alice"))).toEqual(["config.yaml"]);
+  });
+
+  it("a short write goes on until every byte is written", () => {
+    makeProfile("alice");
+    let calls = 0;
+    const dribble = new HermesHome(root, {
+      ...NODE_WRITE_FS,
+      writeSync: (fd, buffer, offset, length) => {
+        calls++;
+        return writeSync(fd, buffer, offset, Math.min(length, 1000));
+      },
+    });
+    const target = join(home.profileDir("alice"), "big.txt");
+    dribble.writeFile(target, "y".repeat(10_500));
+    expect(readFileSync(target, "utf8")).toBe("y".repeat(10_500));
+    expect(calls).toBe(11);
+  });
+});
+
+function enospc(): never {
+  throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+}

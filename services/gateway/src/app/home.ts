@@ -1,11 +1,24 @@
-import { existsSync, mkdirSync, rmSync, statSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
-import { DEFAULT_PROFILE, HermesError, isValidProfileName, writeFileAtomic } from "@hermes/common/client";
+import {
+  DEFAULT_PROFILE,
+  HermesError,
+  isValidProfileName,
+  NODE_WRITE_FS,
+  type WriteFs,
+  writeFileAtomic,
+  writingTo,
+} from "@hermes/common/client";
 import { stringify as toYaml } from "yaml";
 
 /** Files whose presence marks a profile directory as a real profile (not a stray folder). */
 const PROFILE_MARKERS = ["config.yaml", "profile.yaml", ".env", "state.db", "SOUL.md"];
+/** Hidden folders under profiles/ where a profile is assembled before it appears under its name. */
+const STAGING_PREFIX = ".staging-";
+/** A staging folder older than this was left by a crash (a create takes milliseconds): removed. */
+const STALE_STAGING_MS = 10 * 60_000;
 
 export function defaultHomePath(): string {
   return process.env.HERMES_HOME ?? join(homedir(), ".hermes");
@@ -14,12 +27,16 @@ export function defaultHomePath(): string {
 /**
  * The HERMES_HOME layout of §2 and the single gate for writes under it: every directory creation
  * and file write goes through `mkdir`/`writeFile`/`writeYaml`, which refuse to (re)create anything
- * inside a deleted or missing named profile (the tombstone guard).
+ * inside a deleted or missing named profile (the tombstone guard). A full disk is `disk_full`.
  */
 export class HermesHome {
   readonly root: string;
 
-  constructor(root: string) {
+  /** `fs` is the file-system seam writes go through (a test plays a full disk with it). */
+  constructor(
+    root: string,
+    private readonly fs: WriteFs = NODE_WRITE_FS,
+  ) {
     this.root = resolve(root);
   }
 
@@ -94,13 +111,17 @@ export class HermesHome {
 
   mkdir(path: string, mode = 0o755): void {
     this.assertWritable(path);
-    mkdirSync(path, { recursive: true, mode });
+    this.makeDir(path, mode);
   }
 
   writeFile(path: string, data: string | Uint8Array, mode = 0o644): void {
     this.assertWritable(path);
-    mkdirSync(dirname(path), { recursive: true });
-    writeFileAtomic(path, data, mode);
+    this.makeDir(dirname(path));
+    writeFileAtomic(path, data, mode, this.fs);
+  }
+
+  private makeDir(path: string, mode = 0o755): void {
+    writingTo(`creating ${path}`, { path }, () => this.fs.mkdirSync(path, { recursive: true, mode }));
   }
 
   writeYaml(path: string, value: unknown, mode = 0o644): void {
@@ -111,24 +132,51 @@ export class HermesHome {
     this.writeFile(path, `${JSON.stringify(value, null, 2)}\n`, mode);
   }
 
-  /** The one place a named profile directory is created: clears its tombstone first (§2.2). */
-  createProfileDir(name: string): string {
-    rmSync(this.tombstonePath(name), { force: true });
-    const dir = this.profileDir(name);
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  /**
+   * A new, empty, hidden folder under profiles/ to assemble profile `name` in (ignored by
+   * everything that lists profiles; `publishProfileDir` moves it into place). Leftovers of a crash
+   * are removed here first.
+   */
+  stageProfileDir(name: string, now = Date.now()): string {
+    this.removeStaleStaging(now);
+    const dir = join(this.profilesDir, `${STAGING_PREFIX}${name}-${randomBytes(6).toString("hex")}`);
+    this.makeDir(dir, 0o700);
     return dir;
   }
 
+  /**
+   * The one way a named profile directory appears (§2.2): the staged folder is renamed into place
+   * in one step, so the name is either a whole profile or absent. A tombstoned name's leftovers go
+   * first, and its tombstone after.
+   */
+  publishProfileDir(staged: string, name: string): string {
+    const dir = this.profileDir(name);
+    if (this.isTombstoned(name)) rmSync(dir, { recursive: true, force: true });
+    this.fs.renameSync(staged, dir);
+    rmSync(this.tombstonePath(name), { force: true });
+    return dir;
+  }
+
+  /** Staging folders a crashed create left behind (older than a create could take). */
+  private removeStaleStaging(now: number): void {
+    if (!existsSync(this.profilesDir)) return;
+    for (const entry of readdirSync(this.profilesDir)) {
+      if (!entry.startsWith(STAGING_PREFIX)) continue;
+      const path = join(this.profilesDir, entry);
+      if (now - statSync(path).mtimeMs > STALE_STAGING_MS) rmSync(path, { recursive: true, force: true });
+    }
+  }
+
   writeTombstone(name: string): string {
-    mkdirSync(this.tombstonesDir, { recursive: true, mode: 0o700 });
+    this.makeDir(this.tombstonesDir, 0o700);
     const path = this.tombstonePath(name);
-    writeFileAtomic(path, "deleted\n");
+    writeFileAtomic(path, "deleted\n", 0o644, this.fs);
     return path;
   }
 
   /** Creates the home itself (the default profile) if needed. */
   ensureRoot(): void {
-    mkdirSync(this.root, { recursive: true, mode: 0o700 });
-    mkdirSync(this.profilesDir, { recursive: true, mode: 0o700 });
+    this.makeDir(this.root, 0o700);
+    this.makeDir(this.profilesDir, 0o700);
   }
 }

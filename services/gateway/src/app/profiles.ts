@@ -1,4 +1,4 @@
-import { cpSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import {
   assertProfileName,
@@ -57,8 +57,13 @@ export interface RenameResult {
 
 /** Hooks a running gateway gives so profile changes reach its live parts (lanes, agent cache, roster). */
 export interface ProfileLifecycle {
-  /** Stop everything running for the profile before it is deleted. */
+  /**
+   * Before the profile is deleted: end every open delivery sent by or to it (typed, senders told)
+   * and stop every turn running or queued for it.
+   */
   stopProfile?(name: string): void;
+  /** The profile's folder moved and its identity was migrated: lanes keyed by the old name follow. */
+  profileRenamed?(oldName: string, newName: string): void;
   /** The profile set or names changed (roster epoch, peers, relay announce). */
   profilesChanged?(): void;
 }
@@ -155,7 +160,7 @@ export class ProfileService {
   create(name: string, options: CreateProfileOptions = {}): ProfileInfo {
     assertProfileName(name);
     if (name === DEFAULT_PROFILE) throw new HermesError("default_profile", "the default profile always exists (it is HERMES_HOME itself)");
-    if (this.home.isLiveProfile(name) || (existsSync(this.home.profileDir(name)) && !this.home.isTombstoned(name))) {
+    if (this.home.isLiveProfile(name) || (this.occupied(name) && !this.home.isTombstoned(name))) {
       throw new HermesError(
         "already_exists",
         `profile ${name} already exists; pick another name or delete it first (hermes profile delete ${name})`,
@@ -165,12 +170,51 @@ export class ProfileService {
       );
     }
     const source = options.clone_from === undefined ? undefined : this.resolve(options.clone_from);
-    if (this.home.isTombstoned(name)) rmSync(this.home.profileDir(name), { recursive: true, force: true });
-    const dir = this.home.createProfileDir(name);
+    const wasDeleted = this.home.isTombstoned(name);
+    // Assembled in a hidden staging folder and renamed into place: a create that fails half-way
+    // (a full disk) leaves the name as it was, never an empty profiles/<name>/.
+    const staged = this.home.stageProfileDir(name);
+    let dir: string;
+    try {
+      this.writeProfileFiles(staged, source, options);
+      // A former name forwarded to its renamed database becomes a name of its own again.
+      this.profileDbs.forget(name);
+      dir = this.home.publishProfileDir(staged, name);
+    } catch (err) {
+      rmSync(staged, { recursive: true, force: true });
+      throw err;
+    }
+    try {
+      loadProfileConfig(this.home, name); // validates what was cloned or given
+      this.profileDbs.get(name);
+      this.db
+        .transaction(() => {
+          // A profile created explicitly under a former name takes the name back from the alias.
+          this.db.prepare("DELETE FROM profile_aliases WHERE alias = ?").run(name);
+          this.sessions.botChat(name);
+        })
+        .immediate();
+      this.routing.flush();
+    } catch (err) {
+      this.unpublish(name, dir, wasDeleted);
+      throw err;
+    }
+    this.lifecycle.profilesChanged?.();
+    return this.info(name);
+  }
+
+  /** Something is at profiles/<name> (an empty folder an older failed create left counts as nothing). */
+  private occupied(name: string): boolean {
+    const dir = this.home.profileDir(name);
+    return existsSync(dir) && (!statSync(dir).isDirectory() || readdirSync(dir).length > 0);
+  }
+
+  /** config.yaml (cloned and/or given), profile.yaml, SOUL.md and .env of a new profile, into `dir`. */
+  private writeProfileFiles(dir: string, source: string | undefined, options: CreateProfileOptions): void {
     if (source !== undefined) {
       for (const file of CLONED_FILES) {
         const from = join(this.home.profileDir(source), file);
-        if (existsSync(from)) cpSync(from, join(dir, file));
+        if (existsSync(from)) this.home.writeFile(join(dir, file), readFileSync(from), file === ".env" ? 0o600 : 0o644);
       }
     }
     const base = source === undefined ? {} : (readYamlFile(join(dir, "config.yaml")) as Record<string, unknown>);
@@ -182,17 +226,22 @@ export class ProfileService {
       ...(options.provider !== undefined ? { provider: options.provider } : {}),
     };
     this.home.writeYaml(join(dir, "config.yaml"), config);
-    loadProfileConfig(this.home, name); // validates what was cloned or given
     this.home.writeYaml(join(dir, "profile.yaml"), { created_at: isoTime(this.clock.now()) });
     if (options.soul !== undefined) this.home.writeFile(join(dir, "SOUL.md"), options.soul);
     if (!existsSync(join(dir, ".env"))) this.home.writeFile(join(dir, ".env"), "", 0o600);
-    this.profileDbs.get(name);
-    // A profile created explicitly under a former name takes the name back from the alias.
-    this.db.prepare("DELETE FROM profile_aliases WHERE alias = ?").run(name);
-    this.sessions.botChat(name);
-    this.routing.flush();
-    this.lifecycle.profilesChanged?.();
-    return this.info(name);
+  }
+
+  /** Undoes a published create that could not finish: the name is absent (or deleted) again, as before. */
+  private unpublish(name: string, dir: string, wasDeleted: boolean): void {
+    this.profileDbs.forget(name);
+    this.routing.removeProfile(name);
+    rmSync(dir, { recursive: true, force: true });
+    if (!wasDeleted) return;
+    try {
+      this.home.writeTombstone(name);
+    } catch {
+      // No room even for the tombstone: the name is simply absent, which is as unusable.
+    }
   }
 
   /**
@@ -267,7 +316,9 @@ export class ProfileService {
     if (this.home.isLiveProfile(newName) || (existsSync(this.home.profileDir(newName)) && !this.home.isTombstoned(newName))) {
       throw new HermesError("already_exists", `profile ${newName} already exists; nothing was changed`, { data: { profile: newName } });
     }
-    this.profileDbs.close(oldName);
+    // Turns running under the old name are not stopped: they are bound to their session, and
+    // write through the forwarded handle into the moved folder (ARCHITECTURE.md, "A rename").
+    this.profileDbs.renamed(oldName, newName);
     if (this.home.isTombstoned(newName)) rmSync(this.home.profileDir(newName), { recursive: true, force: true });
     rmSync(this.home.tombstonePath(newName), { force: true });
     renameSync(this.home.profileDir(oldName), this.home.profileDir(newName));
@@ -286,6 +337,7 @@ export class ProfileService {
       // would collide with the old one and make the retry impossible.
       this.home.writeFile(this.pendingMarker(newName), `${oldName}\n`);
     }
+    if (migration.ok) this.lifecycle.profileRenamed?.(oldName, newName);
     this.lifecycle.profilesChanged?.();
     return { profile: this.info(newName), display_name_only: false, migration, warning };
   }
@@ -314,7 +366,7 @@ export class ProfileService {
     this.lifecycle.stopProfile?.(name);
     // Tombstone first: from here on no late write can recreate anything under the profile.
     const tombstone = this.home.writeTombstone(name);
-    this.profileDbs.close(name);
+    this.profileDbs.forget(name);
     rmSync(this.home.profileDir(name), { recursive: true, force: true });
     let purged: TableCounts;
     try {

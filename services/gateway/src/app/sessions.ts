@@ -71,8 +71,14 @@ export class SessionService {
     return this.ensure(botChatOrigin(profile), "bot_chat", "Bot Chat");
   }
 
-  /** Records activity: the session's updated_at and its routing entry. */
-  touch(session: SessionRow): void {
+  /**
+   * Records activity: the session's updated_at and its routing entry. The row is read again, so a
+   * turn that started before a rename touches the new key (never the old one back into the
+   * index), and one whose profile was deleted meanwhile touches nothing.
+   */
+  touch(sessionId: string): void {
+    const session = this.store.byId(sessionId);
+    if (!session) return;
     const now = isoTime(this.clock.now());
     this.store.touch(session.session_id, now);
     this.routing.upsert({

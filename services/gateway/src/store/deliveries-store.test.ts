@@ -169,14 +169,19 @@ describe("delivery tables in the identity registry", () => {
     expect(rekeyProfileState(db, "bob", "robert")).toEqual({});
   });
 
-  it("a delete purges the deliveries sent by or addressed to the profile", () => {
+  it("a delete purges what the profile sent and received, and keeps the receipts of the bots that wrote to it", () => {
     store.insertOutbox(outbox("bob", local("carol")));
-    store.insertOutbox(outbox("alice", local("bob")));
+    const toBob = outbox("alice", local("bob"));
+    store.insertOutbox(toBob);
     store.insertOutbox(outbox("alice", local("carol")));
     store.insertIngress(ingress("bob"));
     store.insertIngress(ingress("carol"));
-    expect(purgeProfileState(db, "bob")).toMatchObject({ delivery_outbox: 2, delivery_ingress: 1 });
-    expect(db.prepare("SELECT count(*) FROM delivery_outbox").pluck().get()).toBe(1);
+    expect(purgeProfileState(db, "bob")).toMatchObject({ delivery_outbox: 1, delivery_ingress: 1 });
+    expect(db.prepare("SELECT from_profile, target_profile FROM delivery_outbox ORDER BY rowid").all()).toEqual([
+      { from_profile: "alice", target_profile: "bob" },
+      { from_profile: "alice", target_profile: "carol" },
+    ]);
+    expect(store.outbox(toBob.delivery_id)?.delivery_id).toBe(toBob.delivery_id);
     expect(db.prepare("SELECT target_profile FROM delivery_ingress").pluck().all()).toEqual(["carol"]);
   });
 });

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { type Db, openDatabase } from "@hermes/common";
+import { type Db, type HermesError, openDatabase, writeFailure } from "@hermes/common";
 import type { HermesHome } from "../app/home.js";
 import { GATEWAY_MIGRATIONS, PROFILE_MIGRATIONS } from "./migrations/index.js";
 
@@ -18,10 +18,15 @@ export function setMeta(db: Db, key: string, value: string): void {
 
 /**
  * Profile state.db handles, opened lazily and kept open; the default profile shares the root
- * database. Closing one (before a rename moves or a delete removes its folder) is explicit.
+ * database. A rename closes the handle (the folder moves) and forwards the old name to the new
+ * one, so work that started under the old name (a turn held at its provider) writes into the
+ * renamed profile's database. A delete, or a profile created again under a forwarded name, ends
+ * both (`forget`).
  */
 export class ProfileDatabases {
   private readonly open = new Map<string, Db>();
+  /** Former name → the name its folder was renamed to. */
+  private readonly renamedTo = new Map<string, string>();
 
   constructor(
     private readonly home: HermesHome,
@@ -29,7 +34,8 @@ export class ProfileDatabases {
     private readonly busyTimeoutMs = 5000,
   ) {}
 
-  get(profile: string): Db {
+  get(name: string): Db {
+    const profile = this.current(name);
     if (profile === "default") return this.root;
     let db = this.open.get(profile);
     if (!db) {
@@ -45,9 +51,38 @@ export class ProfileDatabases {
     return db;
   }
 
-  close(profile: string): void {
+  /** The name a profile's folder has now (follows renames; each step removes a name, so the chain ends). */
+  private current(name: string): string {
+    let profile = name;
+    for (let next = this.renamedTo.get(profile); next !== undefined; next = this.renamedTo.get(profile)) profile = next;
+    return profile;
+  }
+
+  /** Before the folder of `oldName` moves to `newName`: closes its handle and forwards the old name. */
+  renamed(oldName: string, newName: string): void {
+    this.close(oldName);
+    this.renamedTo.delete(newName);
+    this.renamedTo.set(oldName, newName);
+  }
+
+  /** Before a profile's folder is deleted, or created anew: closes its handle and ends any forward of the name. */
+  forget(name: string): void {
+    this.close(name);
+    this.renamedTo.delete(name);
+  }
+
+  private close(profile: string): void {
     this.open.get(profile)?.close();
     this.open.delete(profile);
+  }
+
+  /** Why writes fail now (a full disk), on the root database or an open profile database; undefined while they work. */
+  writeFailure(): HermesError | undefined {
+    for (const db of [this.root, ...this.open.values()]) {
+      const failure = writeFailure(db);
+      if (failure) return failure;
+    }
+    return undefined;
   }
 
   closeAll(): void {

@@ -212,4 +212,18 @@ describe("purgeProfileState", () => {
     expect(db.prepare("SELECT count(*) FROM sessions WHERE profile_name = 'carol'").pluck().get()).toBe(1);
     expect(purgeProfileState(db, "bob")).toEqual({});
   });
+
+  it("abandons only open obligations: delivered and failed ones stay as they were", () => {
+    seed("bob", "c1");
+    seed("bob", "c2");
+    seed("bob", "c3");
+    db.prepare("UPDATE delivery_obligations SET state = 'delivered' WHERE obligation_id = 'obl-bob-c1'").run();
+    db.prepare("UPDATE delivery_obligations SET state = 'failed' WHERE obligation_id = 'obl-bob-c2'").run();
+    expect(purgeProfileState(db, "bob")).toMatchObject({ delivery_obligations: 1 });
+    expect(db.prepare("SELECT obligation_id, state FROM delivery_obligations ORDER BY obligation_id").all()).toEqual([
+      { obligation_id: "obl-bob-c1", state: "delivered" },
+      { obligation_id: "obl-bob-c2", state: "failed" },
+      { obligation_id: "obl-bob-c3", state: "abandoned" },
+    ]);
+  });
 });

@@ -160,8 +160,8 @@ function withIndexesRebuiltIfLarge(db: Db, table: string, rows: number, rewrite:
 }
 
 /**
- * §2.2 purge on delete: removes the profile's identity rows (or marks them, e.g. obligations become
- * `abandoned`) in one transaction; returns per-table counts.
+ * §2.2 purge on delete: removes the profile's identity rows (or marks them, e.g. open obligations
+ * become `abandoned`) in one transaction; returns per-table counts.
  */
 export function purgeProfileState(db: Db, name: string, registry = IDENTITY_REGISTRY): TableCounts {
   const b = bounds(name, name);
@@ -169,14 +169,18 @@ export function purgeProfileState(db: Db, name: string, registry = IDENTITY_REGI
     const counts: TableCounts = {};
     for (const table of registry) {
       if (!tableExists(db, table.table)) continue;
-      const columns = existingColumns(db, table).filter((c) => c.kind !== "json-path");
+      const purge = table.purge;
+      const columns = existingColumns(db, table).filter(
+        (c) => c.kind !== "json-path" && (purge.kind !== "delete" || purge.by === undefined || purge.by.includes(c.column)),
+      );
       if (columns.length === 0) continue;
       const where = columns.map(matchesOld).join(" OR ");
       const sql =
-        table.purge.kind === "delete"
+        purge.kind === "delete"
           ? `DELETE FROM ${q(table.table)} WHERE ${where}`
-          : `UPDATE ${q(table.table)} SET ${q(table.purge.column)} = @value WHERE (${where}) AND ${q(table.purge.column)} IS NOT @value`;
-      const changed = db.prepare(sql).run({ ...b, value: table.purge.kind === "set" ? table.purge.value : null }).changes;
+          : `UPDATE ${q(table.table)} SET ${q(purge.column)} = @value WHERE (${where}) AND ${q(purge.column)} ${purge.when === undefined ? "IS NOT @value" : "= @when"}`;
+      const params = { ...b, value: purge.kind === "set" ? purge.value : null, when: purge.kind === "set" ? (purge.when ?? null) : null };
+      const changed = db.prepare(sql).run(params).changes;
       if (changed > 0) counts[table.table] = changed;
     }
     return counts;

@@ -12,11 +12,11 @@ import {
 } from "../../core/delivery/envelope.js";
 import { outboxFromTarget } from "../../core/delivery/outbox-outcome.js";
 import {
-  cancel,
   claim,
   completionFor,
   createRecord,
   type DeliveryRecord,
+  endByDeletion,
   expireIfDue,
   fail,
   isTerminal,
@@ -98,6 +98,8 @@ export class DeliveryService implements MessageAgentHost {
   private remoteRoster: RemoteRosterSource = { bots: () => [] };
   private rosterCache: RosterCache | undefined;
   private sweeper: NodeJS.Timeout | undefined;
+  /** Profiles being deleted right now: their own Bot Chat gets no completion notifications. */
+  private readonly deleting = new Set<string>();
   private stopping = false;
   private readonly stopController = new AbortController();
 
@@ -381,7 +383,8 @@ export class DeliveryService implements MessageAgentHost {
         );
         return true;
       }
-      this.finish(row, next);
+      // The row as it is now: a rename while the transport ran rekeyed the sender's Bot Chat.
+      this.finish(current, next);
       return false;
     }
   }
@@ -432,7 +435,7 @@ export class DeliveryService implements MessageAgentHost {
   private notify(row: OutboxRow, recovering = false): void {
     const text = completionFor(row);
     if (text === undefined) return;
-    const session = this.deps.sessions.store.byKey(row.sender_session_key);
+    const session = this.deleting.has(row.from_profile) ? undefined : this.deps.sessions.store.byKey(row.sender_session_key);
     if (!session) {
       this.store.markNotified(row.delivery_id, isoTime(this.deps.clock.now()));
       return;
@@ -561,15 +564,35 @@ export class DeliveryService implements MessageAgentHost {
     }
   }
 
-  /** A profile is being deleted: mail to it is cancelled (senders are notified), its own queued mail too. */
+  /**
+   * A profile is being deleted: every open delivery it is a party of ends failed/`unknown_target`
+   * with an error naming the deletion, queued or running, both directions. Mail to it ends on the
+   * ingress, which answers every sender the normal way (a local sender's outbox mirrors it, a
+   * peer's Deliver call and the relay get the receipt); mail it sent ends here (its turn at a
+   * local target is stopped). Its own Bot Chat gets no notifications: it is about to go.
+   */
   profileStopping(profile: string): void {
-    const why = `${profile} was deleted`;
-    this.ingress.cancelFor(profile, why);
-    const now = this.deps.clock.now();
-    for (const row of this.store.openOutbox()) {
-      if (row.state !== "queued" || (row.target_profile !== profile && row.from_profile !== profile)) continue;
-      this.finish(row, cancel(row, why, now));
+    const open = this.store.openOutbox().filter((r) => r.from_profile === profile || r.target_profile === profile);
+    const sentByIt = new Set(open.filter((r) => r.from_profile === profile).map((r) => r.delivery_id));
+    this.deleting.add(profile);
+    try {
+      this.ingress.endForDeletion(profile, sentByIt);
+      const now = this.deps.clock.now();
+      for (const row of open) {
+        const current = this.store.outbox(row.delivery_id);
+        if (!current || isTerminal(current.state)) continue;
+        const side = current.target_profile === profile ? "target" : "sender";
+        this.finish(current, endByDeletion(current, { profile, side }, now));
+      }
+    } finally {
+      this.deleting.delete(profile);
     }
+    this.rosterChanged();
+  }
+
+  /** A rename moved a profile: mail queued for it keeps its place, in the lane under the new name. */
+  profileRenamed(oldName: string, newName: string): void {
+    this.ingressLanes.rename(oldName, newName);
     this.rosterChanged();
   }
 

@@ -7,10 +7,10 @@ import {
   payloadFingerprint,
 } from "../../core/delivery/envelope.js";
 import {
-  cancel,
   claim,
   createRecord,
   type DeliveryRecord,
+  endByDeletion,
   expireIfDue,
   fail,
   isTerminal,
@@ -84,6 +84,8 @@ export class DeliveryIngress {
   private readonly waiters = new OutcomeWaiters();
   private stopping = false;
   private readonly stopController = new AbortController();
+  /** The running turn of each claimed delivery, so a profile deletion can stop exactly that turn. */
+  private readonly turns = new Map<string, AbortController>();
 
   constructor(private readonly deps: IngressDeps) {}
 
@@ -181,7 +183,7 @@ export class DeliveryIngress {
         outcome = await this.deps.lanes.inSlot(() => this.attempt(id));
       } catch (err) {
         // Not started (stopping, or the profile is being deleted): the row stays as it is.
-        if (!this.stopping) this.deps.logger.warn({ err, delivery_id: id }, "delivery attempt could not start");
+        if (!this.stopping && !this.hasEnded(id)) this.deps.logger.warn({ err, delivery_id: id }, "delivery attempt could not start");
         return;
       }
       if (outcome === "done") return;
@@ -211,7 +213,9 @@ export class DeliveryIngress {
       if (claimed.compact) this.deps.chat.compact(row.target_profile, session.session_id);
 
       const timeout = AbortSignal.timeout(this.deps.settings.turnTimeoutMs);
-      const signal = AbortSignal.any([timeout, this.stopController.signal]);
+      const turn = new AbortController();
+      this.turns.set(id, turn);
+      const signal = AbortSignal.any([timeout, this.stopController.signal, turn.signal]);
       const handle = row.source === "local" ? row.from.slice(0, row.from.lastIndexOf("@")) : row.from;
       try {
         const out = await this.deps.chat.runLocked(
@@ -220,8 +224,11 @@ export class DeliveryIngress {
           attributedMessage({ name: row.sender_name, handle }, row.message),
           { signal, user_meta: { delivery_id: id, from: row.from }, commands: false, obligation: false, touch: false },
         );
-        return this.end(row, settle(claimed, out.reply, this.deps.clock.now()), log, () => this.deps.sessions.touch(session));
+        // Ended meanwhile (its sender or target was deleted): that end stands, the reply is dropped.
+        if (this.hasEnded(id)) return "done";
+        return this.end(row, settle(claimed, out.reply, this.deps.clock.now()), log, () => this.deps.sessions.touch(session.session_id));
       } catch (err) {
+        if (this.hasEnded(id)) return "done";
         const failure = attemptFailure(err);
         const now = this.deps.clock.now();
         if (this.stopping || this.stopController.signal.aborted) {
@@ -247,8 +254,16 @@ export class DeliveryIngress {
           return "retry";
         }
         return this.end(row, next, log);
+      } finally {
+        this.turns.delete(id);
       }
     });
+  }
+
+  /** True when the delivery has ended here, or its row is gone (purged with a deleted profile). */
+  private hasEnded(id: string): boolean {
+    const row = this.deps.store.ingress(id);
+    return !row || isTerminal(row.state);
   }
 
   /**
@@ -302,12 +317,22 @@ export class DeliveryIngress {
     return expired;
   }
 
-  /** A profile is being deleted: its queued mail is cancelled, so nobody waits for it. */
-  cancelFor(profile: string, why: string): void {
+  /**
+   * A profile is being deleted: every open delivery here that it is a party of ends (`endByDeletion`),
+   * queued or running (that turn is stopped). Its waiters (a local sender's outbox, a peer's
+   * Deliver call, the relay) get the receipt as for any other end.
+   */
+  endForDeletion(profile: string, sentByIt: ReadonlySet<string>): void {
     const now = this.deps.clock.now();
-    for (const row of this.deps.store.ingressIn("queued")) {
-      if (row.target_profile !== profile) continue;
-      this.end(row, cancel(row, why, now), this.deps.logger.child({ delivery_id: row.delivery_id, target: profile }));
+    for (const row of [...this.deps.store.ingressIn("claimed"), ...this.deps.store.ingressIn("queued")]) {
+      const side = row.target_profile === profile ? "target" : sentByIt.has(row.delivery_id) ? "sender" : undefined;
+      if (side === undefined) continue;
+      this.end(
+        row,
+        endByDeletion(row, { profile, side }, now),
+        this.deps.logger.child({ delivery_id: row.delivery_id, target: row.target_profile }),
+      );
+      this.turns.get(row.delivery_id)?.abort(new HermesError("profile_deleted", `profile ${profile} was deleted`));
     }
   }
 

@@ -28,7 +28,9 @@ export class TargetLanes {
     if (!lane) {
       const created = new PQueue({ concurrency: 1 });
       created.on("idle", () => {
-        if (created.size === 0 && created.pending === 0 && this.lanes.get(target) === created) this.lanes.delete(target);
+        if (created.size > 0 || created.pending > 0) return;
+        // Under the key it has now (a rename may have moved it).
+        for (const [key, queue] of this.lanes) if (queue === created) this.lanes.delete(key);
       });
       this.lanes.set(target, created);
       lane = created;
@@ -41,6 +43,17 @@ export class TargetLanes {
       })
       .finally(() => this.scheduled.delete(deliveryId));
     return true;
+  }
+
+  /**
+   * The target was renamed: its lane (running and queued jobs, in order) goes on under the new
+   * name, so mail sent after the rename queues behind mail sent before it.
+   */
+  rename(oldTarget: string, newTarget: string): void {
+    const lane = this.lanes.get(oldTarget);
+    if (!lane || this.lanes.has(newTarget)) return;
+    this.lanes.delete(oldTarget);
+    this.lanes.set(newTarget, lane);
   }
 
   /** Runs `fn` in a cap slot (called from inside a lane job), counting the overlap. */

@@ -57,7 +57,7 @@ export interface ReplicatorDeps {
 }
 
 /** Errors a follower retries with back-off; anything else stops it (quarantine, refusals, bad keys). */
-const TRANSIENT = new Set(["unavailable", "timeout", "database_busy", "cursor_conflict", "internal", "unknown"]);
+const TRANSIENT = new Set(["unavailable", "timeout", "database_busy", "disk_full", "cursor_conflict", "internal", "unknown"]);
 const MAX_REFETCHES = 4;
 const MAX_CURSOR_RETREATS = 4;
 /** Pages in a row that added nothing although the source claims more: give up the call (the source is inconsistent). */

@@ -9,6 +9,7 @@ import {
   completionFor,
   createRecord,
   type DeliveryRecord,
+  endByDeletion,
   expireIfDue,
   fail,
   IllegalTransitionError,
@@ -151,6 +152,25 @@ describe("legal transitions", () => {
     expect(a.reason).toBe("unknown");
     expect(a.error).toContain("stopped by alice");
     expect(a.error).toContain("not replayed");
+  });
+});
+
+describe("endByDeletion", () => {
+  it("ends a queued or running delivery failed with unknown_target and a text naming the deletion", () => {
+    const q = endByDeletion(queued(), { profile: "bob", side: "target" }, sec(1));
+    expect(toReceipt(q)).toMatchObject({ state: "failed", reason: "unknown_target", attempts: 0, reply: null });
+    expect(q.error).toBe("bob was deleted (hermes profile delete bob) before it ran; nothing was delivered");
+    expect(q.settled_at).toBe("2025-06-01T12:00:01.000Z");
+    const c = endByDeletion(claim(queued(), sec(1)), { profile: "alice", side: "sender" }, sec(2));
+    expect(toReceipt(c)).toMatchObject({ state: "failed", reason: "unknown_target", attempts: 1 });
+    expect(c.error).toBe(
+      "the sender alice was deleted (hermes profile delete alice) while its turn was running; the turn was stopped and any reply discarded",
+    );
+    expect(completionFor(c)).toMatch(/^Delivery to bob failed \[reason: unknown_target\]: the sender alice was deleted/);
+  });
+
+  it.each(["settled", "failed", "cancelled", "expired", "ambiguous"] as const)("leaves an ended (%s) delivery alone: refused", (state) => {
+    expect(refusal(() => endByDeletion(inState(state), { profile: "bob", side: "target" }, sec(9))).reason).toBe("refused");
   });
 });
 

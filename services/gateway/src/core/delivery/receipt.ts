@@ -48,7 +48,7 @@ export interface DeliveryRecord extends Receipt {
   compact: boolean;
 }
 
-export type DeliveryEvent = "claim" | "settle" | "fail" | "cancel" | "expire" | "mark_ambiguous" | "adopt";
+export type DeliveryEvent = "claim" | "settle" | "fail" | "cancel" | "expire" | "mark_ambiguous" | "adopt" | "end_by_deletion";
 
 /** A transition the state machine does not allow, e.g. settling a delivery that already failed. */
 export class IllegalTransitionError extends HermesError {
@@ -185,6 +185,34 @@ export function cancel(record: DeliveryRecord, why: string, now: number): Delive
     return markAmbiguous(record, `cancelled mid-turn (${why}); the turn may have partly run`, now);
   }
   return { ...record, state: "cancelled", reason: null, error: why, settled_at: isoTime(now), updated_at: isoTime(now), compact: false };
+}
+
+/** Which party of a delivery a profile deletion removed. */
+export type DeletedParty = { profile: string; side: "target" | "sender" };
+
+/**
+ * A profile the delivery belongs to was deleted: its target, or its sender (whose Bot Chat would
+ * get the reply). Queued or running, the delivery ends `failed` with `unknown_target` (what every
+ * send to or from that name gets from then on; never retried) and an error naming the deletion.
+ * A running turn is stopped by the caller; whatever it would have replied is discarded.
+ */
+export function endByDeletion(record: DeliveryRecord, deleted: DeletedParty, now: number): DeliveryRecord {
+  requireState(record, "end_by_deletion", ["queued", "claimed"]);
+  const who = deleted.side === "target" ? deleted.profile : `the sender ${deleted.profile}`;
+  const when =
+    record.state === "claimed"
+      ? "while its turn was running; the turn was stopped and any reply discarded"
+      : "before it ran; nothing was delivered";
+  return {
+    ...record,
+    state: "failed",
+    reason: "unknown_target",
+    error: `${who} was deleted (hermes profile delete ${deleted.profile}) ${when}`,
+    reply: null,
+    settled_at: isoTime(now),
+    updated_at: isoTime(now),
+    compact: false,
+  };
 }
 
 /** claimed → ambiguous: the turn started and its outcome is unknown. Never replayed automatically. */

@@ -16,9 +16,11 @@ export type IdentityColumn =
 
 /**
  * What happens to a table's rows when their profile is deleted (§2.2): most identity rows are
- * deleted; delivery obligations are kept but marked abandoned.
+ * deleted; delivery obligations are kept, the open ones marked abandoned. `by` narrows which
+ * columns make a row the profile's own (default: any of its plain and key-prefix columns); `when`
+ * narrows a `set` to rows whose column holds that value.
  */
-export type PurgeAction = { kind: "delete" } | { kind: "set"; column: string; value: string };
+export type PurgeAction = { kind: "delete"; by?: string[] } | { kind: "set"; column: string; value: string; when?: string };
 
 export interface IdentityTable {
   table: string;
@@ -69,7 +71,8 @@ export const IDENTITY_REGISTRY: IdentityTable[] = [
       { table: "delivery_obligations", column: "adapter_profile", kind: "plain" },
       { table: "delivery_obligations", column: "session_key", kind: "key-prefix", unique: false },
     ],
-    purge: { kind: "set", column: "state", value: "abandoned" },
+    // Only a pending obligation is open; a delivered or failed one is history and stays as it was.
+    purge: { kind: "set", column: "state", value: "abandoned", when: "pending" },
   },
   {
     table: "profile_aliases",
@@ -88,7 +91,8 @@ export const IDENTITY_REGISTRY: IdentityTable[] = [
   // Bot Chat (where the completion notification goes) and, for local routes, the target profile.
   // The ingress names the target profile and the session its turn runs in; its sender is stored
   // qualified (`<profile>@<gateway>`), the sending gateway's statement, so it is not rekeyed here.
-  // A deleted profile's deliveries (sent or received) are purged after pending ones were cancelled.
+  // A deleted profile's deliveries are purged after the open ones were ended: what it sent, and
+  // what it received. Mail other local bots sent to it stays: those rows are their receipts.
   {
     table: "delivery_outbox",
     columns: [
@@ -96,7 +100,7 @@ export const IDENTITY_REGISTRY: IdentityTable[] = [
       { table: "delivery_outbox", column: "sender_session_key", kind: "key-prefix", unique: false },
       { table: "delivery_outbox", column: "target_profile", kind: "plain" },
     ],
-    purge: { kind: "delete" },
+    purge: { kind: "delete", by: ["from_profile", "sender_session_key"] },
   },
   {
     table: "delivery_ingress",
