@@ -129,7 +129,7 @@ export const textValue = (label: string, value: string): NastyValue => {
 export const NASTY_VALUES: NastyValue[] = [
   textValue("latin accent", "josé"),
   textValue("fullwidth", "ｇｗ２"),
-  textValue("emoji", "zoë😀"),
+  textValue("emoji first", "😀zoë"),
   textValue("right-to-left", "\u202Eשלום-ابحث"),
   textValue("NUL", "a\u0000b"),
   textValue("JSON lone surrogate", '{"room_id":"\\ud800","text":"\\udc00x"}'),
@@ -245,8 +245,10 @@ export function expectTypedAnswer(answer: FuzzAnswer, value: NastyValue, context
   for (const mangled of [/%[0-9A-F]{2}/, /[ÃÂ]/]) {
     if (!mangled.test(sent)) expect(shown, `${context}: mangled error text`).not.toMatch(mangled);
   }
-  if (value.text !== undefined && !sent.includes("\uFFFD") && !value.text.includes("\\ud")) {
-    expect(shown, `${context}: replacement character for valid text`).not.toContain("\uFFFD");
+  // Valid text turns into U+FFFD only where a message quotes half of a surrogate pair (V8's
+  // JSON.parse errors quote one UTF-16 unit); the text itself must then be shown as it was sent.
+  if (value.text !== undefined && !sent.includes("\uFFFD") && !value.text.includes("\\ud") && shown.includes("\uFFFD")) {
+    expect(shown, `${context}: replacement character for valid text`).toContain(value.text);
   }
 }
 
