@@ -106,6 +106,14 @@ export class HermesError extends Error {
   }
 }
 
+function describeThrown(err: unknown): string {
+  try {
+    return err instanceof Error ? String(err.message) : String(err);
+  } catch {
+    return "a value that cannot be printed was thrown"; // e.g. Object.create(null)
+  }
+}
+
 /** Wraps anything thrown into a HermesError, keeping the original as `cause`. */
 export function toHermesError(err: unknown): HermesError {
   if (err instanceof HermesError) return err;
@@ -113,20 +121,91 @@ export function toHermesError(err: unknown): HermesError {
   if (serviceError && typeof serviceError.code === "number" && serviceError.metadata instanceof Metadata) {
     return fromServiceError(serviceError as ServiceError);
   }
-  const message = err instanceof Error ? err.message : String(err);
-  return new HermesError("internal", message, { cause: err });
+  return new HermesError("internal", describeThrown(err), { cause: err });
 }
 
 export const REASON_METADATA_KEY = "hermes-reason";
-export const DATA_METADATA_KEY = "hermes-error-data";
+/**
+ * `data` as UTF-8 JSON in a binary (`-bin`, base64 on the wire) trailer: text trailers may only
+ * hold printable ASCII, and a name such as `josé` echoed into `data` must survive.
+ */
+export const DATA_METADATA_KEY = "hermes-error-data-bin";
+/** The ASCII text trailer earlier builds sent `data` in; still read from older peers. */
+const LEGACY_DATA_METADATA_KEY = "hermes-error-data";
 
-/** HermesError → grpc-js ServiceError: status from the reason table, reason and data in trailers. */
+/**
+ * Trailers share one HTTP/2 header block, which a client refuses past its size limit (the call
+ * then never completes), so error text and data are bounded. A message that echoes a long input
+ * keeps its first characters.
+ */
+export const MAX_ERROR_MESSAGE_CHARS = 2000;
+const MAX_ERROR_DATA_BYTES = 4096;
+/** Strings in `data` are cut to this length when the whole of it is over MAX_ERROR_DATA_BYTES. */
+const SHORTENED_DATA_STRING_CHARS = 200;
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/** `text` cut to `max` characters (saying how many were left out) and made well-formed UTF-16. */
+function boundedText(text: string, max: number): string {
+  const cut = text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text;
+  // A lone surrogate (from the cut, or from JSON such as "\ud800") has no UTF-8 form: grpc-js's
+  // percent-encoding of `details` would throw on it.
+  return cut.replace(LONE_SURROGATE, "\uFFFD");
+}
+
+function jsonText(value: unknown, replacer?: (key: string, value: unknown) => unknown): string | undefined {
+  try {
+    return JSON.stringify(value, replacer);
+  } catch {
+    return undefined; // a BigInt or a cycle in `data`: not JSON
+  }
+}
+
+/**
+ * `data` as JSON object text of at most MAX_ERROR_DATA_BYTES bytes of UTF-8, or "" when there is
+ * none. Too big: long strings are shortened; still too big (or not JSON): a note says it was left out.
+ */
+function errorDataJson(data: Record<string, unknown>): string {
+  if (Object.keys(data).length === 0) return "";
+  const fits = (json: string | undefined): json is string => json !== undefined && Buffer.byteLength(json) <= MAX_ERROR_DATA_BYTES;
+  const whole = jsonText(data);
+  if (fits(whole)) return whole;
+  const shortened = jsonText(data, (_key, value) =>
+    typeof value === "string" && value.length > SHORTENED_DATA_STRING_CHARS ? boundedText(value, SHORTENED_DATA_STRING_CHARS) : value,
+  );
+  if (fits(shortened)) return shortened;
+  return JSON.stringify({ data_omitted: `the error's detail was left out: ${whole === undefined ? "not JSON" : "too large"}` });
+}
+
+/** The `data` object a JSON text stands for; anything else (absent, not JSON, not an object) is `{}`. */
+function parseErrorData(text: string | undefined): Record<string, unknown> {
+  if (!text) return {};
+  try {
+    const parsed = JSON.parse(text) as unknown;
+    return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * HermesError → grpc-js ServiceError: status from the reason table, reason and data in trailers.
+ * Total: whatever was thrown, the answer can be sent (an error that cannot be encoded becomes a
+ * plain `internal` one), so building an error answer never throws inside a handler.
+ */
 export function toServiceError(err: unknown): Partial<ServiceError> {
-  const e = toHermesError(err);
-  const metadata = new Metadata();
-  metadata.set(REASON_METADATA_KEY, e.reason);
-  if (Object.keys(e.data).length > 0) metadata.set(DATA_METADATA_KEY, JSON.stringify(e.data));
-  return { code: e.grpcStatus, details: e.message, metadata };
+  try {
+    const e = toHermesError(err);
+    const metadata = new Metadata();
+    metadata.set(REASON_METADATA_KEY, e.reason);
+    const data = errorDataJson(e.data);
+    if (data) metadata.set(DATA_METADATA_KEY, Buffer.from(data, "utf8"));
+    return { code: e.grpcStatus, details: boundedText(e.message, MAX_ERROR_MESSAGE_CHARS), metadata };
+  } catch {
+    const metadata = new Metadata();
+    metadata.set(REASON_METADATA_KEY, "internal");
+    return { code: GrpcStatus.INTERNAL, details: "the server failed and its error could not be encoded", metadata };
+  }
 }
 
 /** A typed error as plain fields, for frames that carry errors as data (relay frames, tunnel answers). */
@@ -139,7 +218,7 @@ export interface WireError {
 
 export function toWireError(err: unknown): WireError {
   const e = toHermesError(err);
-  return { reason: e.reason, message: e.message, data_json: Object.keys(e.data).length > 0 ? JSON.stringify(e.data) : "" };
+  return { reason: e.reason, message: e.message, data_json: errorDataJson(e.data) };
 }
 
 /**
@@ -147,15 +226,7 @@ export function toWireError(err: unknown): WireError {
  * keeping the text and the reason that was sent (`data.sent_reason`).
  */
 export function fromWireError(info: WireError | undefined, fallback: ErrorReason = "unknown"): HermesError {
-  let data: Record<string, unknown> = {};
-  if (info?.data_json) {
-    try {
-      const parsed = JSON.parse(info.data_json) as unknown;
-      if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) data = parsed as Record<string, unknown>;
-    } catch {
-      data = {};
-    }
-  }
+  const data = parseErrorData(info?.data_json);
   const reason = info && isErrorReason(info.reason) ? info.reason : fallback;
   const message = info?.message || "no error text was sent";
   return new HermesError(reason, message, { data: info && reason !== info.reason ? { ...data, sent_reason: info.reason } : data });
@@ -163,18 +234,14 @@ export function fromWireError(info: WireError | undefined, fallback: ErrorReason
 
 const TRANSPORT_STATUSES = new Set<number>([GrpcStatus.UNAVAILABLE, GrpcStatus.DEADLINE_EXCEEDED, GrpcStatus.CANCELLED]);
 
+function trailerText(value: string | Buffer | undefined): string | undefined {
+  return Buffer.isBuffer(value) ? value.toString("utf8") : value;
+}
+
 /** grpc-js ServiceError → HermesError, restoring reason and data sent by a Hermes server. */
 export function fromServiceError(err: ServiceError): HermesError {
   const reason = err.metadata?.get(REASON_METADATA_KEY)[0];
-  const rawData = err.metadata?.get(DATA_METADATA_KEY)[0];
-  let data: Record<string, unknown> = {};
-  if (typeof rawData === "string") {
-    try {
-      data = JSON.parse(rawData) as Record<string, unknown>;
-    } catch {
-      data = {};
-    }
-  }
+  const data = parseErrorData(trailerText(err.metadata?.get(DATA_METADATA_KEY)[0] ?? err.metadata?.get(LEGACY_DATA_METADATA_KEY)[0]));
   if (isErrorReason(reason)) return new HermesError(reason, err.details || err.message, { data, cause: err });
   if (err.code === GrpcStatus.UNAUTHENTICATED) return new HermesError("unauthenticated", err.details || err.message, { cause: err });
   if (err.code === GrpcStatus.UNIMPLEMENTED) return new HermesError("method_not_found", err.details || err.message, { cause: err });

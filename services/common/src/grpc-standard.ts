@@ -1,3 +1,5 @@
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import { status as GrpcStatus, type Server, type ServerWritableStream } from "@grpc/grpc-js";
 import { PROTO_DIR, protoFiles } from "@hermes/proto";
 import {
@@ -8,7 +10,7 @@ import {
   HealthCheckResponse_ServingStatus as ServingStatus,
 } from "@hermes/proto/grpc/health/v1/health";
 import { HermesError } from "./errors.js";
-import { adaptService } from "./grpc.js";
+import { adaptService, type GuardedServer } from "./grpc.js";
 
 export { ServingStatus };
 
@@ -54,18 +56,33 @@ export class HealthRegistry {
   }
 }
 
+/** The reflection services themselves: served (and so listed) next to the rest. */
+const REFLECTION_SERVICES = ["grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"];
+const REFLECTION_PROTOS = ["grpc/reflection/v1/reflection.proto", "grpc/reflection/v1alpha/reflection.proto"];
+
 /**
- * Server reflection (v1 and v1alpha) over every .proto of the hermes.v1 protocol, so grpcurl can
- * explore it. Loaded on demand: parsing the .proto files is daemon start-up work the CLI never needs.
+ * Server reflection (v1 and v1alpha), so grpcurl can explore a port. It lists exactly the services
+ * this server serves (a control-only service is not offered on TCP): add it after every other
+ * service. The descriptors are loaded on demand: parsing the .proto files is daemon start-up work
+ * the CLI never needs.
  */
-export async function addReflection(server: Server): Promise<void> {
+export async function addReflection(server: GuardedServer): Promise<void> {
   reflection ??= (async () => {
     const [{ loadSync }, { ReflectionService }] = await Promise.all([import("@grpc/proto-loader"), import("@grpc/reflection")]);
-    return new ReflectionService(loadSync(protoFiles(), { includeDirs: [PROTO_DIR], keepCase: true, longs: Number, defaults: false }));
+    // @grpc/reflection ships the reflection .proto files next to its build (build/src → build/proto).
+    const reflectionProtoDir = join(dirname(createRequire(import.meta.url).resolve("@grpc/reflection")), "../proto");
+    const definitions = loadSync([...protoFiles(), ...REFLECTION_PROTOS], {
+      includeDirs: [PROTO_DIR, reflectionProtoDir],
+      keepCase: true,
+      longs: Number,
+      defaults: false,
+    });
+    return (services: string[]) => new ReflectionService(definitions, { services });
   })();
-  (await reflection).addToServer(server);
+  const serving = (await reflection)([...server.services, ...REFLECTION_SERVICES]);
+  serving.addToServer(server);
 }
 
-let reflection: Promise<{ addToServer(server: Server): void }> | undefined;
+let reflection: Promise<(services: string[]) => { addToServer(server: Server): void }> | undefined;
 
 export { GrpcStatus };

@@ -11,6 +11,7 @@ import {
   createMetrics,
   type Db,
   formatHostPort,
+  GuardedServer,
   HealthRegistry,
   HermesError,
   type HttpServer,
@@ -19,7 +20,7 @@ import {
   type Logger,
   type Metrics,
   parseHostPort,
-  Server,
+  type Server,
   type ServiceHandlers,
   ServingStatus,
   shutdownServer,
@@ -287,8 +288,9 @@ export class Gateway {
       const health = new HealthRegistry();
       const keys = new KeyRing(settings.apiKeys);
 
-      const grpcServer = new Server({ "grpc.max_receive_message_length": 8 * 1024 * 1024 });
-      const controlServer = new Server();
+      const grpcLogger = logger.child({ module: "grpc" });
+      const grpcServer = new GuardedServer(grpcLogger, { "grpc.max_receive_message_length": 8 * 1024 * 1024 });
+      const controlServer = new GuardedServer(grpcLogger);
       let gatewayForStatus: Gateway | undefined;
       const statusSource = { status: () => gatewayForStatus!.status() };
       /** One service on one server: the TCP port checks the key, the control socket does not. */
@@ -312,9 +314,10 @@ export class Gateway {
           memberTurnServiceHandlers({ server: memberTurns, keyRequired: keys.required, transport }),
         );
         health.addToServer(server);
-        await addReflection(server);
       }
       serve(controlServer, "control", ControlServiceService, controlServiceHandlers({ profiles }));
+      await addReflection(grpcServer);
+      await addReflection(controlServer);
 
       const grpcPort = await bindServer(grpcServer, settings.grpc, ServerCredentials.createInsecure());
       cleanup.push(() => grpcServer.forceShutdown());

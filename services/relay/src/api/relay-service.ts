@@ -228,11 +228,13 @@ class ConnectStream implements GatewaySession {
   private onHello(connection: string, gatewayId: string): void {
     if (this.helloTimer) clearTimeout(this.helloTimer);
     if (connection !== this.connection) {
+      // Echoed as sent (any text: errors carry it intact), but bounded: the log line repeats it.
+      const named = connection.slice(0, 80);
       this.close(
         new HermesError(
           "unauthenticated",
-          `this key belongs to connection ${this.connection}, but the hello named ${JSON.stringify(connection)}: set relay.connection: ${this.connection} in the gateway's config.yaml, or use the key issued for ${JSON.stringify(connection)}`,
-          { data: { key_connection: this.connection, hello_connection: connection } },
+          `this key belongs to connection ${this.connection}, but the hello named ${JSON.stringify(named)}: set relay.connection: ${this.connection} in the gateway's config.yaml, or use the key issued for ${JSON.stringify(named)}`,
+          { data: { key_connection: this.connection, hello_connection: named } },
         ),
         "hello",
       );

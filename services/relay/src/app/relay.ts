@@ -12,6 +12,7 @@ import {
   createLogger,
   createMetrics,
   formatHostPort,
+  GuardedServer,
   HealthRegistry,
   HermesError,
   type HttpServer,
@@ -19,7 +20,7 @@ import {
   type Logger,
   type Metrics,
   parseHostPort,
-  Server,
+  type Server,
   ServingStatus,
   shutdownServer,
   startHttpServer,
@@ -160,7 +161,8 @@ export class Relay {
       const keys = new KeyAdmin(store, clock);
       const health = new HealthRegistry();
 
-      const grpcServer = new Server({
+      const grpcLogger = logger.child({ module: "grpc" });
+      const grpcServer = new GuardedServer(grpcLogger, {
         "grpc.max_receive_message_length": MAX_FRAME_BYTES,
         "grpc.max_send_message_length": MAX_FRAME_BYTES,
         // Gateways ping every ~20 s (even idle, to keep NAT mappings alive): allow it, and ping them too.
@@ -169,7 +171,7 @@ export class Relay {
         "grpc.keepalive_time_ms": settings.keepaliveMs,
         "grpc.keepalive_timeout_ms": Math.min(20_000, settings.keepaliveMs),
       });
-      const controlServer = new Server();
+      const controlServer = new GuardedServer(grpcLogger);
       let relay: Relay | undefined;
       const core = () => relay!;
       grpcServer.addService(
@@ -191,6 +193,7 @@ export class Relay {
         ),
       );
       health.addToServer(controlServer);
+      await addReflection(controlServer);
 
       const grpcPort = await bindServer(grpcServer, settings.grpc, ServerCredentials.createInsecure());
       cleanup.push(() => grpcServer.forceShutdown());

@@ -1,5 +1,5 @@
 import type { ServerDuplexStream, ServerWritableStream } from "@grpc/grpc-js";
-import { HermesError, type ServiceHandlers, toHermesError, toServiceError } from "@hermes/common";
+import { HermesError, type ServiceHandlers, toServiceError, toWireError } from "@hermes/common";
 import type {
   AppendReply,
   AppendRequest,
@@ -183,10 +183,7 @@ export function roomServiceHandlers(rooms: RoomsService): ServiceHandlers<RoomSe
                 error: undefined,
               });
             },
-            (err: unknown) => {
-              const e = toHermesError(err);
-              answer({ tag: item.tag, ok: undefined, error: { reason: e.reason, message: e.message, data_json: JSON.stringify(e.data) } });
-            },
+            (err: unknown) => answer({ tag: item.tag, ok: undefined, error: toWireError(err) }),
           );
         }
         if (inFlight >= MAX_IN_FLIGHT_PER_STREAM && !paused) {
