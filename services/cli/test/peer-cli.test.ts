@@ -117,10 +117,12 @@ describe("peer add, list, remove", () => {
     for (const out of [list.stdout, human.stdout]) expect(out).not.toContain("s3cret");
 
     // Adding again updates it (a new key, a new url).
-    const again = await hermes(["peer", "add", "my-vps", "--url", "grpcs://vps.example.com:443", "--key", "rotated-key-000"], { home });
+    const again = await hermes(["peer", "add", "my-vps", "--url", "grpcs://vps.example.com:443", "--key", "rotated-key-000000"], { home });
     expect(again.code).toBe(0);
     expect(again.stdout).toContain("updated peer my-vps");
-    expect(readFileSync(join(home, ".env"), "utf8")).toBe("# secrets\nOPENAI_API_KEY=sk-keep-me\nHERMES_PEER_MY_VPS_KEY=rotated-key-000\n");
+    expect(readFileSync(join(home, ".env"), "utf8")).toBe(
+      "# secrets\nOPENAI_API_KEY=sk-keep-me\nHERMES_PEER_MY_VPS_KEY=rotated-key-000000\n",
+    );
 
     const removed = await hermes(["peer", "remove", "my-vps"], { home });
     expect(removed.code).toBe(0);
@@ -140,7 +142,9 @@ describe("peer add, list, remove", () => {
       [["peer", "add", "vps", "--url", "grpc://h:1"], /a key is required/],
       // HERMES_KEY is the key for --gateway, never a peer's key.
       [["peer", "add", "vps", "--url", "grpc://h:1"], /a key is required/, { HERMES_KEY: "from-the-env" }],
-      [["peer", "add", "vps", "--url", "grpc://h:1", "--key", "has space"], /printable ASCII/],
+      [["peer", "add", "vps", "--url", "grpc://h:1", "--key", "has space but long enough"], /contains whitespace/],
+      // The one key rule of API_SERVER_KEY and gateway.api_key.
+      [["peer", "add", "vps", "--url", "grpc://h:1", "--key", "short"], /is 5 characters long; at least 16/],
       [["peer", "add", "vps"], /required option '--url <url>'/],
       [["peer", "dm", "Bad/bob"], /invalid peer name/],
     ];
@@ -157,8 +161,8 @@ describe("peer add, list, remove", () => {
     expect(unknown.stderr).toContain("no peer called ghost");
 
     // a-b and a_b would share one key variable.
-    expect((await hermes(["peer", "add", "a-b", "--url", "grpc://h:1", "--key", "k1"], { home })).code).toBe(0);
-    const clash = await hermes(["--json", "peer", "add", "a_b", "--url", "grpc://h:2", "--key", "k2"], { home });
+    expect((await hermes(["peer", "add", "a-b", "--url", "grpc://h:1", "--key", "key-one-0123456789"], { home })).code).toBe(0);
+    const clash = await hermes(["--json", "peer", "add", "a_b", "--url", "grpc://h:2", "--key", "key-two-0123456789"], { home });
     expect(clash.code).toBe(2);
     expect(JSON.parse(clash.stderr).error).toMatchObject({ reason: "already_exists", data: { key_variable: "HERMES_PEER_A_B_KEY" } });
   });

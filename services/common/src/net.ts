@@ -1,3 +1,5 @@
+import { lookup as dnsLookup } from "node:dns/promises";
+import { BlockList, isIP } from "node:net";
 import { HermesError } from "./errors.js";
 
 export interface HostPort {
@@ -30,4 +32,63 @@ export function parseGrpcUrl(url: string): { target: string; tls: boolean } {
   }
   const hp = parseHostPort(match[2]!, "gRPC URL");
   return { target: formatHostPort(hp), tls: match[1] === "grpcs" };
+}
+
+/** Every address a host name stands for, in the resolver's order (an IP literal stands for itself). */
+export type HostResolver = (host: string) => Promise<string[]>;
+
+export const systemResolver: HostResolver = async (host) => (await dnsLookup(host, { all: true, verbatim: true })).map((a) => a.address);
+
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet("127.0.0.0", 8, "ipv4");
+LOOPBACK.addAddress("::1", "ipv6");
+
+/** True for a loopback IP address (127.0.0.0/8, ::1, IPv4-mapped 127.x). A name is never loopback by itself. */
+export function isLoopbackAddress(address: string): boolean {
+  const ip = address.replace(/^\[|\]$/g, "");
+  const family = isIP(ip);
+  return family !== 0 && LOOPBACK.check(ip, family === 4 ? "ipv4" : "ipv6");
+}
+
+/** A listen address after resolution: what to bind (one checked address) and everything the name stood for. */
+export interface ResolvedListen {
+  /** As configured, e.g. `localhost:7440`. */
+  requested: string;
+  /** The address to bind: the first one the name resolved to, the one that was checked. */
+  bind: HostPort;
+  addresses: string[];
+  /** Every address is loopback. */
+  loopback: boolean;
+}
+
+/**
+ * Resolves `host:port` once, before binding: the caller binds `bind` (an IP address), so the check
+ * made on the addresses cannot be undone by a second resolution that answers differently.
+ */
+export async function resolveListenAddress(value: string, what: string, resolver: HostResolver = systemResolver): Promise<ResolvedListen> {
+  let hp: HostPort;
+  try {
+    hp = parseHostPort(value, what);
+  } catch (err) {
+    throw new HermesError("invalid_config", `${what}: ${(err as Error).message}`);
+  }
+  let addresses: string[];
+  try {
+    addresses = isIP(hp.host) ? [hp.host] : await resolver(hp.host);
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    throw new HermesError(
+      "invalid_config",
+      `${what} ${value}: cannot resolve ${hp.host}${typeof code === "string" ? ` (${code})` : ""}; give an IP address such as 127.0.0.1`,
+      { cause: err },
+    );
+  }
+  if (addresses.length === 0) throw new HermesError("invalid_config", `${what} ${value}: ${hp.host} resolves to no address`);
+  return { requested: value, bind: { host: addresses[0]!, port: hp.port }, addresses, loopback: addresses.every(isLoopbackAddress) };
+}
+
+/** How a listen address is described in messages: `name:port (resolves to a, b)` when a name was given. */
+export function describeListen(r: ResolvedListen): string {
+  const host = parseHostPort(r.requested).host;
+  return isIP(host) ? r.requested : `${r.requested} (resolves to ${r.addresses.join(", ")})`;
 }

@@ -1,5 +1,6 @@
 import Database from "better-sqlite3";
 import { HermesError } from "./errors.js";
+import { makeDatabaseFilesPrivate } from "./files.js";
 
 export type Db = Database.Database;
 
@@ -85,6 +86,7 @@ export function migrate(db: Db, migrations: readonly Migration[], label: string,
 export function openDatabase(path: string, options: OpenOptions): Db {
   let db: Db | undefined;
   try {
+    if (!options.readonly) makeDatabaseFilesPrivate(path);
     db = new Database(path, { readonly: options.readonly ?? false });
     db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
     // Reading the version also proves the file is a database; both before any write to it.

@@ -92,22 +92,23 @@ export class HermesHome {
     }
   }
 
-  mkdir(path: string, mode = 0o755): void {
+  // Private by default: a home holds keys (config.yaml, .env), transcripts and room messages.
+  mkdir(path: string, mode = 0o700): void {
     this.assertWritable(path);
     mkdirSync(path, { recursive: true, mode });
   }
 
-  writeFile(path: string, data: string | Uint8Array, mode = 0o644): void {
+  writeFile(path: string, data: string | Uint8Array, mode = 0o600): void {
     this.assertWritable(path);
-    mkdirSync(dirname(path), { recursive: true });
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     writeFileAtomic(path, data, mode);
   }
 
-  writeYaml(path: string, value: unknown, mode = 0o644): void {
+  writeYaml(path: string, value: unknown, mode = 0o600): void {
     this.writeFile(path, toYaml(value), mode);
   }
 
-  writeJson(path: string, value: unknown, mode = 0o644): void {
+  writeJson(path: string, value: unknown, mode = 0o600): void {
     this.writeFile(path, `${JSON.stringify(value, null, 2)}\n`, mode);
   }
 

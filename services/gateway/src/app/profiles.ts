@@ -1,4 +1,4 @@
-import { cpSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import {
   assertProfileName,
@@ -170,7 +170,8 @@ export class ProfileService {
     if (source !== undefined) {
       for (const file of CLONED_FILES) {
         const from = join(this.home.profileDir(source), file);
-        if (existsSync(from)) cpSync(from, join(dir, file));
+        // Written, not copied: the copy is private (0600) whatever the source's mode, .env above all.
+        if (existsSync(from)) this.home.writeFile(join(dir, file), readFileSync(from));
       }
     }
     const base = source === undefined ? {} : (readYamlFile(join(dir, "config.yaml")) as Record<string, unknown>);
