@@ -200,12 +200,13 @@ describe("peer dm, run, status, stop against a second gateway", () => {
     expect(json(asJson)).toMatchObject({ status: "completed", kind: "dm", profile: "default", from: `default@${a.id}`, replayed: false });
   });
 
-  it("dm exit codes: 1 for peer/transport errors, 2 for refusals and usage errors", async () => {
+  it("dm exit codes: 1 for peer/transport errors (a peer refusing our key too), 2 for refusals and usage errors", async () => {
     const cases: [string[], string, number, RegExp][] = [
       [["peer", "dm", "ghost"], "hi", 1, /unknown peer ghost: register it with hermes peer add ghost/],
       [["peer", "dm", "nokey/bob"], "hi", 1, /no key for peer nokey: set HERMES_PEER_NOKEY_KEY/],
-      [["peer", "dm", "dead/bob"], "hi", 1, /cannot reach peer dead \(grpc:\/\/127\.0\.0\.1:1\)/],
-      [["peer", "dm", "bwrong/bob"], "hi", 2, /peer bwrong .* refused our key \(HERMES_PEER_BWRONG_KEY\)/],
+      [["peer", "dm", "dead/bob"], "hi", 1, /^hermes: cannot reach peer dead \(grpc:\/\/127\.0\.0\.1:1\): connection refused\n$/],
+      // The command was right; the key stored for the peer is not: a peer failure, like a missing key.
+      [["peer", "dm", "bwrong/bob"], "hi", 1, /peer bwrong .* refused our key \(HERMES_PEER_BWRONG_KEY\)/],
       [["peer", "dm", "b/zed"], "hi", 2, /no bot called "zed" on this gateway; it has: default, bob/],
       [["peer", "dm", "b/bob"], "  \n", 2, /the message on stdin is empty/],
       [["peer", "dm", "b/bob/x"], "hi", 2, /invalid profile name/],
@@ -215,8 +216,14 @@ describe("peer dm, run, status, stop against a second gateway", () => {
       const r = await dmFromA(args, stdin);
       expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(code);
       expect(r.stderr).toMatch(message);
+      // One line saying what failed and what to do, without grpc-js's wording.
+      expect(r.stderr.trimEnd().split("\n"), r.stderr).toHaveLength(1);
+      expect(r.stderr).not.toMatch(/Resolution note|No connection established|Last error/);
       expect(r.stdout).toBe("");
     }
+    const refusedJson = await dmFromA(["--json", "peer", "dm", "bwrong/bob"], "hi");
+    expect(refusedJson.code).toBe(1);
+    expect(JSON.parse(refusedJson.stderr).error).toMatchObject({ reason: "unauthenticated", data: { peer: "bwrong" } });
     // Nothing ran on b for the refused key.
     const db = new Database(join(homeB, "state.db"), { readonly: true });
     try {

@@ -10,7 +10,7 @@ import { readEnvFile, readYamlFile, validateConfig } from "./config.js";
 import { fromServiceError, HermesError, toServiceError } from "./errors.js";
 import { sharedFolderWarning, writeFileAtomic } from "./files.js";
 import { assertProfileName, isValidId } from "./names.js";
-import { type HostResolver, isLoopbackAddress, parseGrpcUrl, parseHostPort, resolveListenAddress } from "./net.js";
+import { type HostResolver, isLoopbackAddress, parseGrpcUrl, parseHostPort, plainTransportText, resolveListenAddress } from "./net.js";
 import { openDatabase } from "./sqlite.js";
 
 let dir: string;
@@ -170,6 +170,28 @@ describe("net", () => {
     expect(parseGrpcUrl("grpc://h:1")).toEqual({ target: "h:1", tls: false });
     expect(parseGrpcUrl("grpcs://h:1").tls).toBe(true);
     expect(() => parseGrpcUrl("http://h:1")).toThrow(/grpc:\/\//);
+  });
+
+  it.each([
+    // What grpc-js 1.14 says, verbatim.
+    ["No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1. Resolution note: ", "connection refused"],
+    ["No connection established. Last error: Error: connect ECONNREFUSED ::1:1. Resolution note: ", "connection refused"],
+    ["No connection established. Last error: Error: connect ENOENT /h/gateway.sock. Resolution note: ", "no socket at /h/gateway.sock"],
+    ["Name resolution failed for target dns:nonexistent.invalid:7440", "cannot resolve nonexistent.invalid"],
+    ["Deadline exceeded after 1.501s,Waiting for LB pick", "no answer within 1.501 s"],
+    ["Failed to connect before the deadline", "no connection before the deadline"],
+    // Inside a longer message, the rest stays.
+    [
+      "cannot reach peer dead (grpc://127.0.0.1:1): No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1. Resolution note: ",
+      "cannot reach peer dead (grpc://127.0.0.1:1): connection refused",
+    ],
+    [
+      "peer x is unreachable: No connection established. Last error: read ECONNRESET. Resolution note: ; retry",
+      "peer x is unreachable: the connection was reset; retry",
+    ],
+    ["no bot called zed", "no bot called zed"],
+  ])("grpc-js wording in %j reads %j", (raw, plain) => {
+    expect(plainTransportText(raw)).toBe(plain);
   });
 });
 

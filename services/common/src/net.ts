@@ -92,3 +92,42 @@ export function describeListen(r: ResolvedListen): string {
   const host = parseHostPort(r.requested).host;
   return isIP(host) ? r.requested : `${r.requested} (resolves to ${r.addresses.join(", ")})`;
 }
+
+/** A failed socket call in grpc-js's words (`connect ECONNREFUSED 127.0.0.1:1`), in plain words. */
+function plainSocketError(cause: string): string {
+  const m = /^(?:connect|read|write) (E[A-Z]+)(?: (.+))?$/.exec(cause);
+  if (!m) return cause;
+  const [, code, where] = m;
+  const plain: Record<string, string> = {
+    ECONNREFUSED: "connection refused",
+    ECONNRESET: "the connection was reset",
+    ETIMEDOUT: "the connection timed out",
+    EHOSTUNREACH: "host unreachable",
+    ENETUNREACH: "network unreachable",
+    ENOENT: `no socket at ${where}`,
+    EACCES: `permission denied${where ? ` on ${where}` : ""}`,
+  };
+  return plain[code!] ?? cause;
+}
+
+/** Each pattern with what replaces it (given the match, then its groups, as String.replace passes them). */
+const GRPC_WORDING: [RegExp, (...match: string[]) => string][] = [
+  // The load balancer's summary (round_robin's starts with its name), with its (usually empty) resolution note.
+  [
+    /(?:(?:weighted_)?round_robin: )?No connection established\. Last error: (?:Error: )?(.+?)\. Resolution note: [^;)\n]*/g,
+    (_, cause) => plainSocketError(cause!),
+  ],
+  [/Name resolution failed for target (?:dns:)?(\[[^\]]+\]|[^\s:;)]+)(?::\d+)?/g, (_, host) => `cannot resolve ${host}`],
+  // Deadline details list load-balancer timings.
+  [/Deadline exceeded after ([\d.]+)s(?:,[^;)\n]*)?/g, (_, secs) => `no answer within ${Number(secs)} s`],
+  [/Failed to connect before the deadline/g, () => "no connection before the deadline"],
+];
+
+/**
+ * Text with grpc-js's transport wording (`No connection established. Last error: … Resolution
+ * note:`, name-resolution targets, load-balancer timings) reduced to what failed, e.g.
+ * "connection refused" or "cannot resolve host.example". Other text passes unchanged.
+ */
+export function plainTransportText(text: string): string {
+  return GRPC_WORDING.reduce((out, [pattern, plain]) => out.replace(pattern, (...match: string[]) => plain(...match)), text);
+}
