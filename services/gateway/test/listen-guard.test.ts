@@ -1,10 +1,11 @@
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createLogger, type HermesError, type HostResolver } from "@hermes/common";
+import { createLogger, type HostResolver } from "@hermes/common";
 import { Relay } from "@hermes/relay";
 import { afterEach, describe, expect, it } from "vitest";
 import { Gateway } from "../src/app/gateway.js";
+import { failure } from "./support/peers-fixtures.js";
 
 /**
  * The loopback guard checks addresses, not names: a listen host is resolved once, every address
@@ -52,15 +53,6 @@ async function startGateway(grpc: string, http: string, env: Record<string, stri
   return gw;
 }
 
-async function refusal(p: Promise<unknown>): Promise<HermesError> {
-  try {
-    await p;
-  } catch (err) {
-    return err as HermesError;
-  }
-  throw new Error("expected a refusal");
-}
-
 describe("a keyless gateway binds loopback addresses only", () => {
   it.each([
     ["--grpc", "127.evil.example:0", "127.0.0.1:0", "127.evil.example:0 (resolves to 0.0.0.0)"],
@@ -68,7 +60,7 @@ describe("a keyless gateway binds loopback addresses only", () => {
     ["--grpc", "half.example:0", "127.0.0.1:0", "half.example:0 (resolves to 127.0.0.1, 192.0.2.7)"],
   ])("%s %s is refused, naming what the name resolves to; nothing listens", async (_flag, grpc, http, described) => {
     const home = tempDir("hguard-");
-    const err = await refusal(startGateway(grpc, http, {}, home));
+    const err = await failure(startGateway(grpc, http, {}, home));
     expect(err.reason).toBe("invalid_config");
     expect(err.message).toContain(`refusing to listen on ${described} without an API key`);
     expect(err.message).toContain("API_SERVER_KEY");
@@ -85,7 +77,7 @@ describe("a keyless gateway binds loopback addresses only", () => {
   });
 
   it("a name that does not resolve is a config error naming it", async () => {
-    const err = await refusal(startGateway("nowhere.example:0", "127.0.0.1:0"));
+    const err = await failure(startGateway("nowhere.example:0", "127.0.0.1:0"));
     expect(err).toMatchObject({ reason: "invalid_config" });
     expect(err.message).toContain("--grpc nowhere.example:0: cannot resolve nowhere.example");
   });
@@ -105,7 +97,7 @@ describe("one rule for every API key source", () => {
     const home = tempDir("hguard-");
     if (dotenv) writeFileSync(join(home, ".env"), dotenv);
     for (const bind of ["127.0.0.1:0", "0.0.0.0:0"]) {
-      const err = await refusal(startGateway(bind, "127.0.0.1:0", env, home));
+      const err = await failure(startGateway(bind, "127.0.0.1:0", env, home));
       expect(err.reason).toBe("invalid_config");
       expect(err.message).toMatch(message);
       expect(err.message).not.toContain("horse");
@@ -115,7 +107,7 @@ describe("one rule for every API key source", () => {
   it("gateway.api_key in config.yaml follows the same rule (a space is refused, not silently unusable)", async () => {
     const home = tempDir("hguard-");
     writeFileSync(join(home, "config.yaml"), 'gateway:\n  api_key: "correct horse battery staple"\n');
-    const err = await refusal(startGateway("127.0.0.1:0", "127.0.0.1:0", {}, home));
+    const err = await failure(startGateway("127.0.0.1:0", "127.0.0.1:0", {}, home));
     expect(err.reason).toBe("invalid_config");
     expect(err.message).toBe(
       `${join(home, "config.yaml")}: gateway.api_key: the key contains whitespace or a control character, so it could never match what a client sends (authorization: Bearer KEY); remove it`,
