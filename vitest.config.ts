@@ -31,6 +31,7 @@ export default defineConfig({
             "services/*/test/**/*.test.ts",
             "infra/test/**/*.test.ts",
             "bench/**/*.test.ts",
+            "scripts/test/**/*.test.ts",
           ],
           testTimeout: 60_000,
           hookTimeout: 60_000,

@@ -1,6 +1,6 @@
 import type { CallOptions, ChannelCredentials, Client, ClientOptions, Metadata, ServiceError } from "@grpc/grpc-js";
 import { credentials } from "@grpc/grpc-js";
-import { authMetadata, HermesError, parseGrpcUrl, unaryCall, unixSocketAnswers } from "@hermes/common/client";
+import { authMetadata, HermesError, parseGrpcUrl, plainTransportText, unaryCall, unixSocketAnswers } from "@hermes/common/client";
 import { defaultHomePath, HermesHome } from "@hermes/gateway/home";
 
 /** The options every command takes (§9). */
@@ -80,7 +80,9 @@ export class CliContext {
         const hint = this.gatewayUrl
           ? `check the URL and that the gateway runs`
           : `start one with: hermes --home ${this.home.root} gateway start`;
-        throw new HermesError("unavailable", `cannot reach ${this.target.describe} (${err.message}); ${hint}`, { cause: err });
+        throw new HermesError("unavailable", `cannot reach ${this.target.describe}: ${plainTransportText(err.message)}; ${hint}`, {
+          cause: err,
+        });
       }
       throw err;
     }

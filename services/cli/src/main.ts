@@ -13,6 +13,15 @@ import { reportError } from "./output.js";
 
 export const VERSION = "0.1.0";
 
+const EXIT_CODES_HELP = `
+Exit codes (every command):
+  0  success
+  1  runtime, peer or transport failure: a gateway or peer that cannot be reached or does not
+     answer in time, a turn or delivery that failed, a peer with no key configured or one that
+     refuses the key we hold for it (fix the peer or its stored key, or retry)
+  2  usage error or refusal: bad arguments, an invalid config, a request the gateway refused
+     (no or a wrong --key, a name in use, a missing --confirm); the message says what to do`;
+
 // biome-ignore lint/suspicious/noExplicitAny: commander passes positional arguments untyped
 type Action = (ctx: CliContext, ...args: any[]) => Promise<void>;
 // biome-ignore lint/suspicious/noExplicitAny: see above
@@ -47,6 +56,7 @@ export function buildProgram(exit: { code: number }): Command {
     .option("--json", "machine-readable output")
     .option("-p, --profile <name>", "act as this profile")
     .showHelpAfterError("(run with --help for usage)")
+    .addHelpText("after", EXIT_CODES_HELP)
     .exitOverride();
   const run = runner(exit);
   registerGatewayCommands(program, run);
@@ -61,7 +71,7 @@ export function buildProgram(exit: { code: number }): Command {
   return program;
 }
 
-/** Runs the CLI; resolves to the exit code (0 ok, 1 runtime/transport failure, 2 usage or refusal). */
+/** Runs the CLI; resolves to the exit code (0 ok, 1 runtime/peer/transport failure, 2 usage or refusal: EXIT_CODES_HELP). */
 export async function main(argv: string[]): Promise<number> {
   const exit = { code: 0 };
   const program = buildProgram(exit);

@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -19,6 +20,18 @@ afterAll(() => {
   for (const h of homes) removeHome(h);
   homes.length = 0;
 });
+
+/** A loopback port nothing listens on (bound by the OS, then released). */
+function closedPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
 
 /** Subcommand names listed under "Commands:" in a help text (without the implicit `help`). */
 function subcommands(help: string): string[] {
@@ -61,6 +74,16 @@ describe.concurrent("help and usage errors", () => {
     );
   });
 
+  it("--help states what the exit codes 0, 1 and 2 mean", async () => {
+    const r = await hermes(["--help"]);
+    expect(r.code).toBe(0);
+    const section = r.stdout.split("Exit codes (every command):\n")[1];
+    expect(section).toBeDefined();
+    expect(section).toMatch(/^ {2}0 {2}success$/m);
+    expect(section).toMatch(/^ {2}1 {2}runtime, peer or transport failure:.*(\n {5}.*)*refuses the key we hold for it/m);
+    expect(section).toMatch(/^ {2}2 {2}usage error or refusal:/m);
+  });
+
   it("`help CMD` and --version exit 0", async () => {
     const help = await hermes(["help", "profile"]);
     expect(help.code).toBe(0);
@@ -94,11 +117,20 @@ describe.concurrent("help and usage errors", () => {
     expect(r.stderr).toContain("pass -p NAME");
   });
 
-  it("gateway status with no gateway running fails with exit 1 and says how to start one", async () => {
+  it("gateway status with no gateway running fails with exit 1 and says how to start one, in one line without grpc-js's wording", async () => {
     const home = newHome();
     const r = await hermes(["gateway", "status"], { home });
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain("gateway start");
+    expect(r.stderr).toBe(
+      `hermes: cannot reach the gateway serving ${home}: no socket at ${join(home, "gateway.sock")}; start one with: hermes --home ${home} gateway start\n`,
+    );
+  });
+
+  it("an unreachable --gateway is one line: what failed and what to do", async () => {
+    const port = await closedPort();
+    const r = await hermes(["--gateway", `grpc://127.0.0.1:${port}`, "gateway", "status"], { home: newHome() });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(`hermes: cannot reach grpc://127.0.0.1:${port}: connection refused; check the URL and that the gateway runs\n`);
   });
 });
 

@@ -117,10 +117,12 @@ describe("peer add, list, remove", () => {
     for (const out of [list.stdout, human.stdout]) expect(out).not.toContain("s3cret");
 
     // Adding again updates it (a new key, a new url).
-    const again = await hermes(["peer", "add", "my-vps", "--url", "grpcs://vps.example.com:443", "--key", "rotated-key-000"], { home });
+    const again = await hermes(["peer", "add", "my-vps", "--url", "grpcs://vps.example.com:443", "--key", "rotated-key-000000"], { home });
     expect(again.code).toBe(0);
     expect(again.stdout).toContain("updated peer my-vps");
-    expect(readFileSync(join(home, ".env"), "utf8")).toBe("# secrets\nOPENAI_API_KEY=sk-keep-me\nHERMES_PEER_MY_VPS_KEY=rotated-key-000\n");
+    expect(readFileSync(join(home, ".env"), "utf8")).toBe(
+      "# secrets\nOPENAI_API_KEY=sk-keep-me\nHERMES_PEER_MY_VPS_KEY=rotated-key-000000\n",
+    );
 
     const removed = await hermes(["peer", "remove", "my-vps"], { home });
     expect(removed.code).toBe(0);
@@ -140,7 +142,9 @@ describe("peer add, list, remove", () => {
       [["peer", "add", "vps", "--url", "grpc://h:1"], /a key is required/],
       // HERMES_KEY is the key for --gateway, never a peer's key.
       [["peer", "add", "vps", "--url", "grpc://h:1"], /a key is required/, { HERMES_KEY: "from-the-env" }],
-      [["peer", "add", "vps", "--url", "grpc://h:1", "--key", "has space"], /printable ASCII/],
+      [["peer", "add", "vps", "--url", "grpc://h:1", "--key", "has space but long enough"], /contains whitespace/],
+      // The one key rule of API_SERVER_KEY and gateway.api_key.
+      [["peer", "add", "vps", "--url", "grpc://h:1", "--key", "short"], /is 5 characters long; at least 16/],
       [["peer", "add", "vps"], /required option '--url <url>'/],
       [["peer", "dm", "Bad/bob"], /invalid peer name/],
     ];
@@ -157,8 +161,8 @@ describe("peer add, list, remove", () => {
     expect(unknown.stderr).toContain("no peer called ghost");
 
     // a-b and a_b would share one key variable.
-    expect((await hermes(["peer", "add", "a-b", "--url", "grpc://h:1", "--key", "k1"], { home })).code).toBe(0);
-    const clash = await hermes(["--json", "peer", "add", "a_b", "--url", "grpc://h:2", "--key", "k2"], { home });
+    expect((await hermes(["peer", "add", "a-b", "--url", "grpc://h:1", "--key", "key-one-0123456789"], { home })).code).toBe(0);
+    const clash = await hermes(["--json", "peer", "add", "a_b", "--url", "grpc://h:2", "--key", "key-two-0123456789"], { home });
     expect(clash.code).toBe(2);
     expect(JSON.parse(clash.stderr).error).toMatchObject({ reason: "already_exists", data: { key_variable: "HERMES_PEER_A_B_KEY" } });
   });
@@ -196,12 +200,13 @@ describe("peer dm, run, status, stop against a second gateway", () => {
     expect(json(asJson)).toMatchObject({ status: "completed", kind: "dm", profile: "default", from: `default@${a.id}`, replayed: false });
   });
 
-  it("dm exit codes: 1 for peer/transport errors, 2 for refusals and usage errors", async () => {
+  it("dm exit codes: 1 for peer/transport errors (a peer refusing our key too), 2 for refusals and usage errors", async () => {
     const cases: [string[], string, number, RegExp][] = [
       [["peer", "dm", "ghost"], "hi", 1, /unknown peer ghost: register it with hermes peer add ghost/],
       [["peer", "dm", "nokey/bob"], "hi", 1, /no key for peer nokey: set HERMES_PEER_NOKEY_KEY/],
-      [["peer", "dm", "dead/bob"], "hi", 1, /cannot reach peer dead \(grpc:\/\/127\.0\.0\.1:1\)/],
-      [["peer", "dm", "bwrong/bob"], "hi", 2, /peer bwrong .* refused our key \(HERMES_PEER_BWRONG_KEY\)/],
+      [["peer", "dm", "dead/bob"], "hi", 1, /^hermes: cannot reach peer dead \(grpc:\/\/127\.0\.0\.1:1\): connection refused\n$/],
+      // The command was right; the key stored for the peer is not: a peer failure, like a missing key.
+      [["peer", "dm", "bwrong/bob"], "hi", 1, /peer bwrong .* refused our key \(HERMES_PEER_BWRONG_KEY\)/],
       [["peer", "dm", "b/zed"], "hi", 2, /no bot called "zed" on this gateway; it has: default, bob/],
       [["peer", "dm", "b/bob"], "  \n", 2, /the message on stdin is empty/],
       [["peer", "dm", "b/bob/x"], "hi", 2, /invalid profile name/],
@@ -211,8 +216,14 @@ describe("peer dm, run, status, stop against a second gateway", () => {
       const r = await dmFromA(args, stdin);
       expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(code);
       expect(r.stderr).toMatch(message);
+      // One line saying what failed and what to do, without grpc-js's wording.
+      expect(r.stderr.trimEnd().split("\n"), r.stderr).toHaveLength(1);
+      expect(r.stderr).not.toMatch(/Resolution note|No connection established|Last error/);
       expect(r.stdout).toBe("");
     }
+    const refusedJson = await dmFromA(["--json", "peer", "dm", "bwrong/bob"], "hi");
+    expect(refusedJson.code).toBe(1);
+    expect(JSON.parse(refusedJson.stderr).error).toMatchObject({ reason: "unauthenticated", data: { peer: "bwrong" } });
     // Nothing ran on b for the refused key.
     const db = new Database(join(homeB, "state.db"), { readonly: true });
     try {

@@ -134,7 +134,12 @@ describe("hermes up", () => {
     const out = await ready(up);
     firstTable = table(out);
     expect([...firstTable.keys()]).toEqual(["relay", "gw-1", "gw-2", "gw-3"]);
-    expect(out).toMatch(/gw-1 .*alice \(Researcher\), bob \(Writer\)/);
+    // Each bot with its model; the stand-in is named as such, with the one command that replaces it.
+    expect(out).toMatch(/gw-1 .*alice \(Researcher, local\), bob \(Writer, local\)/);
+    expect(out).toContain("model `local`: the built-in stand-in, deterministic canned replies with no model and no network");
+    expect(printedCommands(out)).toContainEqual(
+      "--home mesh/gw-1 profile set alice --provider openai --base-url http://127.0.0.1:11434/v1 --model llama3.2".split(" "),
+    );
     expect(out).toMatch(/room lobby: authority gw-1@1, replicas following on gw-2, gw-3/);
     expect(readdirSync(join(workDir, "mesh")).sort()).toEqual(["demo.json", "gw-1", "gw-2", "gw-3", "logs", "relay", "up.json"]);
 

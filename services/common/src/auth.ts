@@ -1,4 +1,5 @@
 import { createHash, timingSafeEqual } from "node:crypto";
+import { type ErrorReason, HermesError } from "./errors.js";
 
 /**
  * Constant-time comparison of two secrets. Both sides are hashed first so neither the length nor
@@ -36,7 +37,32 @@ export class KeyRing {
   }
 }
 
-export function isLoopbackHost(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, "");
-  return h === "localhost" || h === "::1" || /^127\./.test(h);
+export const API_KEY_MIN_CHARS = 16;
+export const API_KEY_MAX_CHARS = 4096;
+
+/**
+ * The one rule for an API key, wherever it comes from (`gateway.api_key`, `API_SERVER_KEY`, a peer's
+ * key): 16-4096 visible ASCII characters, no quotes. A key travels as `authorization: Bearer KEY`,
+ * where a space, a control character or non-ASCII text can never arrive intact, and it is kept in
+ * .env files, where surrounding quotes are stripped. Returns what is wrong (never the key), or
+ * undefined when it is fine.
+ */
+export function apiKeyProblem(key: string): string | undefined {
+  if (/[\s\x00-\x1f\x7f]/.test(key)) {
+    return "contains whitespace or a control character, so it could never match what a client sends (authorization: Bearer KEY); remove it";
+  }
+  if (/[^\x21-\x7e]/.test(key)) return "contains a non-ASCII character, which cannot travel in an authorization header; use ASCII only";
+  if (/["'`]/.test(key)) return "contains a quote character; use letters, digits and punctuation other than quotes";
+  if (key.length < API_KEY_MIN_CHARS) {
+    return `is ${key.length} character${key.length === 1 ? "" : "s"} long; at least ${API_KEY_MIN_CHARS} are needed (e.g. openssl rand -hex 24)`;
+  }
+  if (key.length > API_KEY_MAX_CHARS) return `is ${key.length} characters long; at most ${API_KEY_MAX_CHARS} are allowed`;
+  return undefined;
+}
+
+/** Throws (with `reason`, naming `source` but never showing the key) when the key breaks the rule of apiKeyProblem. */
+export function assertApiKey(key: string, source: string, reason: ErrorReason = "invalid_config"): string {
+  const problem = apiKeyProblem(key);
+  if (problem) throw new HermesError(reason, `${source} ${problem}`, { data: { key_source: source } });
+  return key;
 }

@@ -1,15 +1,16 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Metadata, status } from "@grpc/grpc-js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { bearerToken, isLoopbackHost, KeyRing, secretsEqual } from "./auth.js";
+import { apiKeyProblem, assertApiKey, bearerToken, KeyRing, secretsEqual } from "./auth.js";
 import { Backoff, backoffDelayMs } from "./backoff.js";
 import { readEnvFile, readYamlFile, validateConfig } from "./config.js";
 import { fromServiceError, HermesError, toServiceError } from "./errors.js";
+import { sharedFolderWarning, writeFileAtomic } from "./files.js";
 import { assertProfileName, isValidId } from "./names.js";
-import { parseGrpcUrl, parseHostPort } from "./net.js";
+import { type HostResolver, isLoopbackAddress, parseGrpcUrl, parseHostPort, plainTransportText, resolveListenAddress } from "./net.js";
 import { openDatabase } from "./sqlite.js";
 
 let dir: string;
@@ -42,8 +43,85 @@ describe("auth", () => {
     expect(ring.accepts("two")).toBe(true);
     expect(ring.accepts(undefined)).toBe(false);
     expect(new KeyRing([]).accepts(undefined)).toBe(true);
-    expect(isLoopbackHost("127.0.0.1")).toBe(true);
-    expect(isLoopbackHost("0.0.0.0")).toBe(false);
+  });
+
+  it("one rule for every API key: 16+ visible ASCII characters, no quotes; the message never shows the key", () => {
+    expect(apiKeyProblem("0123456789abcdef")).toBeUndefined();
+    expect(apiKeyProblem("a")).toBe("is 1 character long; at least 16 are needed (e.g. openssl rand -hex 24)");
+    for (const bad of [
+      "with a space 0123456789",
+      "tab\there-0123456789",
+      "0123456789abcdef\n",
+      "nul\u0000-0123456789ab",
+      "nbsp\u00a0-0123456789ab",
+    ]) {
+      expect(apiKeyProblem(bad), JSON.stringify(bad)).toMatch(/^contains whitespace or a control character/);
+    }
+    expect(apiKeyProblem("zoë-0123456789abcdef")).toMatch(/^contains a non-ASCII character/);
+    expect(apiKeyProblem('"0123456789abcdef"')).toMatch(/^contains a quote/);
+    expect(apiKeyProblem("x".repeat(4097))).toMatch(/at most 4096/);
+    const refusal = (() => {
+      try {
+        assertApiKey("secret with space!", "API_SERVER_KEY (environment)");
+      } catch (err) {
+        return err as HermesError;
+      }
+    })();
+    expect(refusal?.reason).toBe("invalid_config");
+    expect(refusal?.message).toMatch(/^API_SERVER_KEY \(environment\) contains whitespace/);
+    expect(refusal?.message).not.toContain("secret");
+  });
+});
+
+describe("listen addresses are checked by what they resolve to", () => {
+  /** A resolver answering from a table, recording every name it was asked. */
+  function table(entries: Record<string, string[]>): HostResolver & { asked: string[] } {
+    const asked: string[] = [];
+    return Object.assign(
+      async (host: string) => {
+        asked.push(host);
+        const found = entries[host];
+        if (!found) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: "ENOTFOUND" });
+        return found;
+      },
+      { asked },
+    );
+  }
+
+  it("loopback means a loopback IP address, never a name", () => {
+    for (const ip of ["127.0.0.1", "127.255.0.9", "::1", "[::1]", "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1"])
+      expect(isLoopbackAddress(ip), ip).toBe(true);
+    for (const other of ["0.0.0.0", "::", "10.0.0.1", "::ffff:10.0.0.1", "localhost", "127.evil.example", ""]) {
+      expect(isLoopbackAddress(other), other).toBe(false);
+    }
+  });
+
+  it("a name that looks like loopback but resolves to 0.0.0.0 is not loopback, and binds the address that was checked", async () => {
+    const resolver = table({
+      "127.evil.example": ["0.0.0.0"],
+      "split.example": ["127.0.0.1", "192.0.2.7"],
+      "lo.example": ["127.0.0.1", "::1"],
+    });
+    expect(await resolveListenAddress("127.evil.example:7440", "--grpc", resolver)).toEqual({
+      requested: "127.evil.example:7440",
+      bind: { host: "0.0.0.0", port: 7440 },
+      addresses: ["0.0.0.0"],
+      loopback: false,
+    });
+    // Every address must be loopback.
+    expect((await resolveListenAddress("split.example:1", "--grpc", resolver)).loopback).toBe(false);
+    expect(await resolveListenAddress("lo.example:0", "--http", resolver)).toMatchObject({
+      bind: { host: "127.0.0.1", port: 0 },
+      loopback: true,
+    });
+    // An IP literal is not looked up.
+    expect(await resolveListenAddress("[::1]:9", "--grpc", resolver)).toMatchObject({ bind: { host: "::1", port: 9 }, loopback: true });
+    expect(resolver.asked).toEqual(["127.evil.example", "split.example", "lo.example"]);
+    await expect(resolveListenAddress("nowhere.example:1", "--grpc", resolver)).rejects.toMatchObject({
+      reason: "invalid_config",
+      message: "--grpc nowhere.example:1: cannot resolve nowhere.example (ENOTFOUND); give an IP address such as 127.0.0.1",
+    });
+    await expect(resolveListenAddress("no-port", "--http", resolver)).rejects.toMatchObject({ reason: "invalid_config" });
   });
 });
 
@@ -93,6 +171,54 @@ describe("net", () => {
     expect(parseGrpcUrl("grpcs://h:1").tls).toBe(true);
     expect(() => parseGrpcUrl("http://h:1")).toThrow(/grpc:\/\//);
   });
+
+  it.each([
+    // What grpc-js 1.14 says, verbatim.
+    ["No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1. Resolution note: ", "connection refused"],
+    ["No connection established. Last error: Error: connect ECONNREFUSED ::1:1. Resolution note: ", "connection refused"],
+    ["No connection established. Last error: Error: connect ENOENT /h/gateway.sock. Resolution note: ", "no socket at /h/gateway.sock"],
+    ["Name resolution failed for target dns:nonexistent.invalid:7440", "cannot resolve nonexistent.invalid"],
+    ["Deadline exceeded after 1.501s,Waiting for LB pick", "no answer within 1.501 s"],
+    ["Failed to connect before the deadline", "no connection before the deadline"],
+    // Inside a longer message, the rest stays.
+    [
+      "cannot reach peer dead (grpc://127.0.0.1:1): No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1. Resolution note: ",
+      "cannot reach peer dead (grpc://127.0.0.1:1): connection refused",
+    ],
+    [
+      "peer x is unreachable: No connection established. Last error: read ECONNRESET. Resolution note: ; retry",
+      "peer x is unreachable: the connection was reset; retry",
+    ],
+    ["no bot called zed", "no bot called zed"],
+  ])("grpc-js wording in %j reads %j", (raw, plain) => {
+    expect(plainTransportText(raw)).toBe(plain);
+  });
+});
+
+describe("files", () => {
+  it("warns about a folder other users can read or write, and names the fix", () => {
+    const open = join(dir, "open");
+    mkdirSync(open);
+    chmodSync(open, 0o755);
+    expect(sharedFolderWarning(open, "HERMES_HOME")).toBe(
+      `HERMES_HOME ${open} is open to other users (mode 0755): they can list it and read any file in it that is not 0600; run: chmod 700 ${open}`,
+    );
+    chmodSync(open, 0o750);
+    expect(sharedFolderWarning(open, "HERMES_HOME")).toMatch(/mode 0750/);
+    for (const quiet of [0o700, 0o711]) {
+      chmodSync(open, quiet);
+      expect(sharedFolderWarning(open, "HERMES_HOME"), quiet.toString(8)).toBeUndefined();
+    }
+  });
+  it("writes files atomically and privately unless told otherwise", () => {
+    const previous = process.umask(0o002);
+    try {
+      writeFileAtomic(join(dir, "secret"), "k=v\n");
+      expect(statSync(join(dir, "secret")).mode & 0o777).toBe(0o600);
+    } finally {
+      process.umask(previous);
+    }
+  });
 });
 
 describe("backoff", () => {
@@ -119,6 +245,23 @@ describe("sqlite", () => {
     expect(db.pragma("synchronous", { simple: true })).toBe(2);
     expect(db.pragma("user_version", { simple: true })).toBe(1);
     db.close();
+  });
+  it("creates the database 0600 and SQLite's -wal/-shm follow it, even under a permissive umask; an existing 0644 one is tightened", () => {
+    const previous = process.umask(0o002);
+    try {
+      const fresh = join(dir, "fresh.db");
+      const db = openDatabase(fresh, { label: "fresh.db", migrations });
+      db.exec("INSERT INTO t VALUES (1)");
+      for (const f of [fresh, `${fresh}-wal`, `${fresh}-shm`]) expect(statSync(f).mode & 0o777, f).toBe(0o600);
+      db.close();
+      const old = join(dir, "old.db");
+      openDatabase(old, { label: "old.db", migrations }).close();
+      chmodSync(old, 0o644);
+      openDatabase(old, { label: "old.db", migrations }).close();
+      expect(statSync(old).mode & 0o777).toBe(0o600);
+    } finally {
+      process.umask(previous);
+    }
   });
   it("refuses a corrupt file with a clear message and leaves it untouched", () => {
     const file = join(dir, "bad.db");

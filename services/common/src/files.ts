@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { connect } from "node:net";
 import { basename, dirname, join } from "node:path";
 import { HermesError } from "./errors.js";
@@ -50,9 +50,10 @@ export function writingTo<T>(what: string, data: Record<string, unknown>, write:
 /**
  * Writes a file so readers see the old or the new content, never half of it: temp file in the
  * same folder, every byte written (a write may take only part of them), fsync, rename. `mode`
- * applies to the new file (0o600 for secrets). A full disk is `disk_full`, with nothing left behind.
+ * applies to the new file: private (0600) unless asked, since what Hermes writes holds keys,
+ * transcripts or room messages. A full disk is `disk_full`, with nothing left behind.
  */
-export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644, fs: WriteFs = NODE_WRITE_FS): void {
+export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o600, fs: WriteFs = NODE_WRITE_FS): void {
   writingTo(`writing ${path}`, { path }, () => {
     const tmp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
     const bytes = typeof data === "string" ? Buffer.from(data) : data;
@@ -102,4 +103,35 @@ export async function claimUnixSocket(path: string, whoIsServing: string): Promi
     throw new HermesError("already_exists", `${whoIsServing} (its control socket ${path} answers); stop it first`);
   }
   rmSync(path, { force: true });
+}
+
+/**
+ * The umask a daemon (gateway, relay) runs with: whatever it or SQLite creates (databases, -wal,
+ * -shm, sockets, temp files) is private to its user from the first byte.
+ */
+export const DAEMON_UMASK = 0o077;
+
+/** Group and other permission bits that let another user read or change a file or list a folder. */
+const SHARED_BITS = 0o066;
+
+/**
+ * A SQLite database and its companions made private (0600): the database file is created so if
+ * missing, and it, its -wal and its -shm lose any group/other access they have. SQLite creates a
+ * later -wal or -shm with the mode of the database file, so they stay private too.
+ */
+export function makeDatabaseFilesPrivate(path: string): void {
+  closeSync(openSync(path, "a", 0o600));
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) {
+    if (existsSync(file) && (statSync(file).mode & 0o077) !== 0) chmodSync(file, 0o600);
+  }
+}
+
+/**
+ * The start-up warning for a home or data folder other users can read or write (a folder made
+ * with plain `mkdir` is 0755), or undefined when it is private.
+ */
+export function sharedFolderWarning(dir: string, what: string): string | undefined {
+  const mode = statSync(dir).mode & 0o777;
+  if ((mode & SHARED_BITS) === 0) return undefined;
+  return `${what} ${dir} is open to other users (mode ${mode.toString(8).padStart(4, "0")}): they can list it and read any file in it that is not 0600; run: chmod 700 ${dir}`;
 }

@@ -1,8 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Registry } from "prom-client";
-import { isLoopbackHost } from "./auth.js";
-import type { HostPort } from "./net.js";
+import { type HostPort, isLoopbackAddress } from "./net.js";
 
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => boolean | Promise<boolean>;
 export type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean;
@@ -37,7 +36,7 @@ export function startHttpServer(options: HttpOptions): Promise<HttpServer> {
       if (req.method === "GET" && path === "/livez") return send(res, 200, "ok\n");
       if (req.method === "GET" && path === "/readyz") return options.ready() ? send(res, 200, "ready\n") : send(res, 503, "not ready\n");
       if (req.method === "GET" && path === "/metrics") {
-        if (!options.metricsPublic && !isLoopbackHost(req.socket.remoteAddress?.replace(/^::ffff:/, "") ?? "")) {
+        if (!options.metricsPublic && !isLoopbackAddress(req.socket.remoteAddress ?? "")) {
           return send(res, 403, "metrics are served on loopback only; set metrics_public: true to expose them\n");
         }
         return send(res, 200, await options.registry.metrics(), options.registry.contentType);

@@ -1,6 +1,6 @@
 import Database from "better-sqlite3";
 import { HermesError } from "./errors.js";
-import { diskFullError, isDiskFull } from "./files.js";
+import { diskFullError, isDiskFull, makeDatabaseFilesPrivate } from "./files.js";
 
 export type Db = Database.Database;
 
@@ -87,6 +87,7 @@ export function migrate(db: Db, migrations: readonly Migration[], label: string,
 export function openDatabase(path: string, options: OpenOptions): Db {
   let db: Db | undefined;
   try {
+    if (!options.readonly) makeDatabaseFilesPrivate(path);
     db = new Database(path, { readonly: options.readonly ?? false });
     db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
     // Reading the version also proves the file is a database; both before any write to it.

@@ -9,6 +9,7 @@ export { ModelConfigSource } from "./app/model-config.js";
 export { PeerClient, type PeerMessage, type PeerSender } from "./app/peers/peer-client.js";
 export { addPeer, assertPeerName, listPeers, type PeerListing, removePeer } from "./app/peers/peer-config.js";
 export { peerDirectory } from "./app/peers/peer-directory.js";
+export { type ProfileSettingsResult, setProfileSettings } from "./app/profile-settings.js";
 export { type ProfileInfo, ProfileService } from "./app/profiles.js";
 export {
   GrpcRoomSource,
@@ -20,6 +21,7 @@ export {
 export { CLIENT_ACTOR, RoomsService, type RoomsSettings } from "./app/rooms/rooms-service.js";
 export { fromWirePage, packEvents, toWirePage, unpackEvents } from "./app/rooms/wire.js";
 export { directRouting, SessionService } from "./app/sessions.js";
+export type { ProfileSettings } from "./core/models/profile-settings.js";
 export { parsePeerTarget } from "./core/peers/run-request.js";
 export { openGatewayDb, ProfileDatabases } from "./store/gateway-store.js";
 export { purgeProfileState, rekeyProfileState } from "./store/identity-store.js";

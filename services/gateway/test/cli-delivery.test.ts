@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { main } from "../../cli/src/main.js";
 import { createBot, eventually } from "./support/delivery-fixtures.js";
+import { type GatedProvider, startGatedProvider } from "./support/gated-provider.js";
 import { startTestGateway, TEST_KEY, type TestGateway } from "./support/gateway-harness.js";
 
 /**
@@ -9,17 +10,25 @@ import { startTestGateway, TEST_KEY, type TestGateway } from "./support/gateway-
  */
 
 let t: TestGateway;
+/** The model behind `slow`: its turns wait until the test releases them. */
+let gated: GatedProvider;
 
 beforeAll(async () => {
   t = await startTestGateway();
+  gated = await startGatedProvider();
   createBot(t, "alice", { title: "Researcher" });
   createBot(t, "bob", { title: "Reviewer" });
   createBot(t, "broken", { provider: "nowhere", model: "x" });
+  createBot(t, "slow", { provider: "gated", model: "m", providers: { gated: { base_url: gated.url } } }, { GATED_API_KEY: "unused" });
 });
-afterAll(() => t?.destroy());
+afterAll(async () => {
+  await t?.destroy();
+  await gated?.close();
+});
 afterEach(() => vi.restoreAllMocks());
 
-async function hermes(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+/** Runs the CLI's main() with stdout/stderr captured; the output so far is readable while it runs. */
+function hermesLive(...args: string[]): { done: Promise<{ code: number; stdout: string; stderr: string }>; stderr(): string } {
   let stdout = "";
   let stderr = "";
   vi.spyOn(process.stdout, "write").mockImplementation((chunk: string | Uint8Array) => {
@@ -30,12 +39,22 @@ async function hermes(...args: string[]): Promise<{ code: number; stdout: string
     stderr += String(chunk);
     return true;
   });
-  try {
-    const code = await main(["node", "hermes", "--home", t.home, ...args]);
-    return { code, stdout, stderr };
-  } finally {
-    vi.restoreAllMocks();
-  }
+  const done = main(["node", "hermes", "--home", t.home, ...args])
+    .then((code) => ({ code, stdout, stderr }))
+    .finally(() => vi.restoreAllMocks());
+  return { done, stderr: () => stderr };
+}
+
+function hermes(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return hermesLive(...args).done;
+}
+
+/** The progress lines `message --wait` writes on stderr, without the delivery id. */
+function progress(stderr: string): string[] {
+  return stderr
+    .split("\n")
+    .filter((line) => line.startsWith("delivery "))
+    .map((line) => line.replace(/^delivery \S+ /, "delivery ID "));
 }
 
 describe("hermes message", () => {
@@ -47,9 +66,11 @@ describe("hermes message", () => {
     await eventually(async () => expect((await t.gateway.deliveries.wait(id)).state).toBe("settled"));
   });
 
-  it("--wait prints the reply; --json --wait the receipt", async () => {
+  it("--wait prints the reply; its id and each state on stderr; --json --wait the receipt", async () => {
     const r = await hermes("-p", "alice", "message", "bob", "who are you?", "--wait");
-    expect(r).toMatchObject({ code: 0, stderr: "", stdout: "I'm bob (Reviewer), @bob.\n" });
+    expect(r).toMatchObject({ code: 0, stdout: "I'm bob (Reviewer), @bob.\n" });
+    expect(r.stderr).toMatch(/^delivery dlv_[0-9a-f]{24} to bob: /);
+    expect(progress(r.stderr).at(-1)).toBe("delivery ID to bob: settled (attempt 1)");
     const j = await hermes("--json", "-p", "alice", "message", "bob", "again", "--wait");
     expect(j.code).toBe(0);
     expect(JSON.parse(j.stdout)).toMatchObject({
@@ -65,7 +86,24 @@ describe("hermes message", () => {
     const r = await hermes("-p", "alice", "message", "broken", "hi", "--wait");
     expect(r.code).toBe(1);
     expect(r.stdout).toBe("");
-    expect(r.stderr).toMatch(/^hermes: Delivery to broken failed \[reason: missing_config\]: provider "nowhere" is not configured/);
+    expect(r.stderr).toMatch(
+      /\nhermes: Delivery to broken failed \[reason: missing_config\]: provider "nowhere" is not configured[^\n]*\n$/,
+    );
+  });
+
+  it("--wait on a target that hangs says at once which delivery it waits for, and where it is (claimed), until it ends", async () => {
+    const live = hermesLive("-p", "alice", "message", "slow", "take your time", "--wait");
+    await eventually(() => expect(gated.held()).toBe(1));
+    await eventually(() => expect(progress(live.stderr())).toContain("delivery ID to slow: claimed (attempt 1)"));
+    const id = /^delivery (dlv_[0-9a-f]{24}) to slow: /.exec(live.stderr())?.[1];
+    expect(id).toBeDefined();
+    expect(t.gateway.deliveries.get(id!).state).toBe("claimed");
+    gated.release("done, at last");
+    const r = await live.done;
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe("done, at last\n");
+    expect(progress(r.stderr).at(-1)).toBe("delivery ID to slow: settled (attempt 1)");
+    expect(r.stderr).not.toContain("hermes:");
   });
 
   it("takes the message verbatim as one argument (no shell involved)", async () => {

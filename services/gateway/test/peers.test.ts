@@ -235,12 +235,12 @@ describe("idempotency", () => {
 });
 
 describe("peer lookup, keys and reachability", () => {
-  it("a wrong key is refused (unauthenticated, exit 2) and nothing runs", async () => {
+  it("a wrong key is refused (unauthenticated, naming the peer: the CLI exits 1) and nothing runs", async () => {
     const before = runCount(b);
     const turns = botChat(b, "bob").length;
     const e = await failure(withPeer(homeA, "bwrong", (c) => c.dm(message("let me in", "bob", {}, sender()), 5)));
     expect(e.reason).toBe("unauthenticated");
-    expect(e.exitCode).toBe(2);
+    expect(e.data["peer"]).toBe("bwrong");
     expect(e.message).toContain("HERMES_PEER_BWRONG_KEY");
     const run = await failure(withPeer(homeA, "bwrong", (c) => c.startRun(message("let me in", "bob", {}, sender()))));
     expect(run.reason).toBe("unauthenticated");

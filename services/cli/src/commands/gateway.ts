@@ -1,7 +1,8 @@
+import { DAEMON_UMASK } from "@hermes/common/client";
 import { GatewayServiceClient } from "@hermes/proto/hermes/v1/gateway";
 import type { Command } from "commander";
 import type { CommandRunner } from "../main.js";
-import { emit, table } from "../output.js";
+import { emit, table, warn } from "../output.js";
 
 export function registerGatewayCommands(program: Command, run: CommandRunner): void {
   const gateway = program.command("gateway").description("run or inspect a gateway");
@@ -17,6 +18,7 @@ export function registerGatewayCommands(program: Command, run: CommandRunner): v
     .option("--relay-connection <name>", "this gateway's connection name at the relay (default: the gateway id)")
     .action(
       run(async (ctx, o: { id?: string; grpc?: string; http?: string; relay?: string; relayKey?: string; relayConnection?: string }) => {
+        process.umask(DAEMON_UMASK);
         const { Gateway } = await import("@hermes/gateway");
         const gw = await Gateway.start({
           home: ctx.home.root,
@@ -29,6 +31,8 @@ export function registerGatewayCommands(program: Command, run: CommandRunner): v
             ...(o.relayConnection ? { relayConnection: o.relayConnection } : {}),
           },
         });
+        // Before the ready line: whoever waits for it has the warnings already.
+        for (const warning of gw.startWarnings) warn(warning);
         process.stdout.write(`gateway ready: id=${gw.id} grpc=${gw.grpcAddress} http=${gw.httpAddress} control=${gw.home.controlSocket}\n`);
         if (process.stderr.isTTY) {
           const h = `--home ${gw.home.root}`;

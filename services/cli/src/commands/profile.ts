@@ -5,6 +5,7 @@ import type { Command } from "commander";
 import type { CommandRunner } from "../main.js";
 import { emit, table, warn } from "../output.js";
 import { profilesBackend } from "../profiles-backend.js";
+import { registerProfileSetCommand } from "./profile-set.js";
 
 function describe(p: Profile): string {
   const lines = [
@@ -34,7 +35,10 @@ async function confirmByTyping(name: string): Promise<boolean> {
 }
 
 export function registerProfileCommands(program: Command, run: CommandRunner): void {
-  const profile = program.command("profile").description("manage profiles (bots): list, show, create, rename, delete, migrate-identity");
+  const profile = program
+    .command("profile")
+    .description("manage profiles (bots): list, show, create, set, rename, delete, migrate-identity");
+  registerProfileSetCommand(profile, run);
 
   profile
     .command("list")

@@ -1,13 +1,13 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { credentials, Metadata } from "@grpc/grpc-js";
-import { HermesError, systemClock, unaryCall, unixSocketAnswers } from "@hermes/common/client";
+import { DAEMON_UMASK, HermesError, systemClock, unaryCall, unixSocketAnswers } from "@hermes/common/client";
 import { type ConnectionInfo, RelayAdminServiceClient, type RelayStatus } from "@hermes/proto/hermes/v1/relay";
 import type { KeyAdmin, RelayStore } from "@hermes/relay";
 import type { Command } from "commander";
 import type { CliContext } from "../context.js";
 import type { CommandRunner } from "../main.js";
-import { emit, table } from "../output.js";
+import { emit, table, warn } from "../output.js";
 
 interface RelayOptions {
   data?: string;
@@ -71,8 +71,10 @@ export function registerRelayCommands(program: Command, run: CommandRunner): voi
     .action(
       run(async (ctx, o: { grpc?: string; http?: string } & RelayOptions) => {
         const dir = dataDir(ctx, o);
+        process.umask(DAEMON_UMASK);
         const { Relay } = await import("@hermes/relay");
         const r = await Relay.start({ dataDir: dir, overrides: { grpc: o.grpc, http: o.http } });
+        for (const warning of r.startWarnings) warn(warning);
         process.stdout.write(
           `relay ready: id=${r.id} grpc=${r.grpcAddress} http=${r.httpAddress} data=${dir} control=${r.controlSocket}\n`,
         );

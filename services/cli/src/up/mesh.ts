@@ -4,7 +4,7 @@ import { createServer } from "node:net";
 import { isAbsolute, join, relative } from "node:path";
 import type { ServiceError } from "@grpc/grpc-js";
 import { fromServiceError, HermesError, readEnvFile, systemClock, unixSocketAnswers, writeFileAtomic } from "@hermes/common";
-import { addPeer, HermesHome } from "@hermes/gateway";
+import { addPeer, HermesHome, ModelConfigSource } from "@hermes/gateway";
 import { GatewayServiceClient } from "@hermes/proto/hermes/v1/gateway";
 import { type ReplicateProgress, type Room, RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import { KeyAdmin, RelayStore, relayControlSocket, relayDbPath } from "@hermes/relay";
@@ -637,6 +637,29 @@ async function startAndSetUp(
   return { authority, notes, bots };
 }
 
+/** How a bot's model reads in the banner: `local` (the built-in stand-in) or `provider/model`. */
+function modelLabel(home: HermesHome, bot: string): string {
+  try {
+    const { provider = "local", model } = new ModelConfigSource(home).forProfile(bot).global;
+    return provider === "local" ? "local" : `${provider}/${model ?? "?"}`;
+  } catch {
+    return "config invalid";
+  }
+}
+
+/** While a bot runs on the stand-in, what it is and the one command that gives it a real model. */
+function localModelNote(plan: MeshPlan, l: Layout): string[] {
+  const first = plan.gateways[0]!;
+  const home = l.homes.get(first.name)!;
+  if (!plan.gateways.some((g) => g.bots.some((b) => modelLabel(l.homes.get(g.name)!, b.name) === "local"))) return [];
+  return [
+    "model `local`: the built-in stand-in, deterministic canned replies with no model and no network (enough to try rooms and delivery).",
+    "  For real answers point a bot at an OpenAI-compatible server (Ollama, llama.cpp's server, vLLM; the key is read from",
+    "  OPENAI_API_KEY, or the variable --api-key-env names, in the bot's .env: any value for a server that needs none), e.g.:",
+    `  npx hermes --home ${displayPath(home.root)} profile set ${first.bots[0]!.name} --provider openai --base-url http://127.0.0.1:11434/v1 --model llama3.2`,
+  ];
+}
+
 function printSummary(
   dir: string,
   plan: MeshPlan,
@@ -660,7 +683,9 @@ function printSummary(
       `127.0.0.1:${ports[g.name]!.grpc}`,
       `127.0.0.1:${ports[g.name]!.http}`,
       displayPath(l.homes.get(g.name)!.root),
-      (bots.get(g.name) ?? []).map((b) => (b.title ? `${b.name} (${b.title})` : b.name)).join(", ") || "-",
+      (bots.get(g.name) ?? [])
+        .map((b) => `${b.name} (${b.title ? `${b.title}, ` : ""}${modelLabel(l.homes.get(g.name)!, b.name)})`)
+        .join(", ") || "-",
       pid(g.name),
     ]),
   ];
@@ -680,6 +705,7 @@ function printSummary(
       ? `room ${DEMO_ROOM}: authority ${authority.gateway}@${authority.epoch}${replicas.length > 0 ? `, replicas following on ${replicas.join(", ")}` : ""}`
       : `room ${DEMO_ROOM}: no authority on this mesh`,
     `logs: ${displayPath(l.logsDir)}/<name>.log    metrics: curl -s 127.0.0.1:${ports[plan.gateways[0]!.name]!.http}/metrics`,
+    ...localModelNote(plan, l),
     ...notes.map((n) => `note: ${n}`),
     "",
     "what to try, in another terminal:",

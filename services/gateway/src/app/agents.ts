@@ -24,8 +24,9 @@ export interface PreparedAgent {
   transcript?: { seq: number; messages: ChatMessage[] } | undefined;
 }
 
-function envNameFor(provider: string): string {
-  return `${provider.toUpperCase().replace(/-/g, "_")}_API_KEY`;
+/** The environment variable holding a provider's key: `api_key_env`, else OPENAI_API_KEY for openai, else NAME_API_KEY. */
+export function providerKeyEnv(name: string, entry: ProviderEntry): string {
+  return entry.api_key_env ?? (name === "openai" ? "OPENAI_API_KEY" : `${name.toUpperCase().replace(/-/g, "_")}_API_KEY`);
 }
 
 /** The configured entry of a named OpenAI-compatible provider, or missing_config naming the key to add. */
@@ -51,7 +52,7 @@ export function parseFallback(item: string): { provider: string; model?: string 
 function makeProvider(config: ProfileModelConfig, name: string): Provider {
   if (name === "local") return new LocalProvider(config.persona);
   const entry = providerEntry(config, name);
-  const keyEnv = entry.api_key_env ?? (name === "openai" ? "OPENAI_API_KEY" : envNameFor(name));
+  const keyEnv = providerKeyEnv(name, entry);
   return new OpenAIProvider({
     name,
     base_url: entry.base_url,
@@ -72,7 +73,7 @@ export function endpointIdentity(config: ProfileModelConfig, names: readonly str
       if (provider === "local") return "local";
       const entry = config.providers[provider] ?? (provider === "openai" ? DEFAULT_OPENAI_ENTRY : undefined);
       if (!entry) return `${provider}=?`;
-      const keyEnv = entry.api_key_env ?? (provider === "openai" ? "OPENAI_API_KEY" : envNameFor(provider));
+      const keyEnv = providerKeyEnv(provider, entry);
       const key = config.secret(keyEnv) ?? "";
       return `${provider}=${entry.base_url}#${createHash("sha256").update(key).digest("hex").slice(0, 8)}#${entry.timeout_seconds ?? ""}`;
     })

@@ -1,5 +1,18 @@
 import { join } from "node:path";
-import { DEFAULT_PROFILE, HermesError, isLoopbackHost, parseHostPort, readEnvFile, readYamlFile, validateConfig } from "@hermes/common";
+import {
+  apiKeyProblem,
+  assertApiKey,
+  DEFAULT_PROFILE,
+  describeListen,
+  HermesError,
+  type HostResolver,
+  parseHostPort,
+  type ResolvedListen,
+  readEnvFile,
+  readYamlFile,
+  resolveListenAddress,
+  validateConfig,
+} from "@hermes/common";
 import { z } from "zod";
 import type { HermesHome } from "./home.js";
 
@@ -61,7 +74,13 @@ export const gatewayConfigSchema = modelConfigSchema
           .optional(),
         grpc: hostPort.optional(),
         http: hostPort.optional(),
-        api_key: z.string().min(16, "at least 16 characters").optional(),
+        api_key: z
+          .string()
+          .superRefine((key, ctx) => {
+            const problem = apiKeyProblem(key);
+            if (problem) ctx.addIssue({ code: "custom", message: `the key ${problem}` });
+          })
+          .optional(),
         metrics_public: z.boolean().optional(),
         routing_persist_seconds: z.number().positive().max(3600).optional(),
         heartbeat_seconds: z.number().positive().max(3600).optional(),
@@ -193,8 +212,8 @@ export function loadProfileConfig(home: HermesHome, profile: string): ModelConfi
 /**
  * Merges config.yaml, environment (HERMES_GATEWAY_ID, HERMES_GRPC, HERMES_HTTP, API_SERVER_KEY,
  * HERMES_RELAY_URL, HERMES_RELAY_KEY, HERMES_RELAY_CONNECTION, also read from HERMES_HOME/.env) and
- * command-line flags, in that order of increasing precedence, and refuses a non-loopback bind
- * without a key.
+ * command-line flags, in that order of increasing precedence. Every key source follows one rule
+ * (assertApiKey); an empty API_SERVER_KEY counts as unset.
  */
 export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOverrides = {}, env = process.env): GatewaySettings {
   const file = loadGatewayConfigFile(home);
@@ -203,24 +222,9 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
   const g = file.gateway ?? {};
   const grpc = overrides.grpc ?? fromEnv("HERMES_GRPC") ?? g.grpc ?? DEFAULT_GRPC;
   const http = overrides.http ?? fromEnv("HERMES_HTTP") ?? g.http ?? DEFAULT_HTTP;
-  for (const [what, value] of [
-    ["--grpc", grpc],
-    ["--http", http],
-  ] as const) {
-    try {
-      parseHostPort(value);
-    } catch (err) {
-      throw new HermesError("invalid_config", `${what}: ${(err as Error).message}`);
-    }
-  }
-  const apiKeys = [fromEnv("API_SERVER_KEY"), g.api_key].filter((k): k is string => typeof k === "string" && k.length > 0);
-  const exposed = [grpc, http].filter((a) => !isLoopbackHost(parseHostPort(a).host));
-  if (exposed.length > 0 && apiKeys.length === 0) {
-    throw new HermesError(
-      "invalid_config",
-      `refusing to listen on ${exposed.join(" and ")} without an API key: set API_SERVER_KEY or gateway.api_key in ${home.configFile}, or bind to 127.0.0.1`,
-    );
-  }
+  const envKey = fromEnv("API_SERVER_KEY");
+  if (envKey) assertApiKey(envKey, `API_SERVER_KEY (${env.API_SERVER_KEY !== undefined ? "environment" : home.envFile})`);
+  const apiKeys = [envKey, g.api_key].filter((k): k is string => typeof k === "string" && k.length > 0);
   const relayUrl = overrides.relayUrl ?? fromEnv("HERMES_RELAY_URL") ?? file.relay?.url;
   const relayKey = overrides.relayKey ?? fromEnv("HERMES_RELAY_KEY") ?? file.relay?.key;
   const relayConnection = overrides.relayConnection ?? fromEnv("HERMES_RELAY_CONNECTION") ?? file.relay?.connection;
@@ -266,4 +270,27 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
     },
     file,
   };
+}
+
+/**
+ * Resolves the gRPC and HTTP listen addresses once (the gateway binds the addresses returned) and
+ * refuses, without an API key, any that is not loopback: a name counts by the addresses it
+ * resolves to, every one of which must be loopback, so `127.x.example` resolving to 0.0.0.0 is
+ * refused like 0.0.0.0 itself.
+ */
+export async function resolveGatewayListen(
+  home: HermesHome,
+  settings: Pick<GatewaySettings, "grpc" | "http" | "apiKeys">,
+  resolver?: HostResolver,
+): Promise<{ grpc: ResolvedListen; http: ResolvedListen }> {
+  const grpc = await resolveListenAddress(settings.grpc, "--grpc", resolver);
+  const http = await resolveListenAddress(settings.http, "--http", resolver);
+  const exposed = [grpc, http].filter((r) => !r.loopback);
+  if (exposed.length > 0 && settings.apiKeys.length === 0) {
+    throw new HermesError(
+      "invalid_config",
+      `refusing to listen on ${exposed.map(describeListen).join(" and ")} without an API key: set API_SERVER_KEY or gateway.api_key in ${home.configFile}, or bind to 127.0.0.1`,
+    );
+  }
+  return { grpc, http };
 }

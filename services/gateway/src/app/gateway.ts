@@ -14,15 +14,16 @@ import {
   GuardedServer,
   HealthRegistry,
   HermesError,
+  type HostResolver,
   type HttpServer,
   isoTime,
   KeyRing,
   type Logger,
   type Metrics,
-  parseHostPort,
   type Server,
   type ServiceHandlers,
   ServingStatus,
+  sharedFolderWarning,
   shutdownServer,
   startHttpServer,
   statement,
@@ -47,7 +48,7 @@ import { getMeta, openGatewayDb, ProfileDatabases, setMeta } from "../store/gate
 import { loadRoutingEntries, persistRoutingChanges } from "../store/routing-store.js";
 import { RunsStore } from "../store/runs-store.js";
 import { ChatService } from "./chat.js";
-import { type GatewaySettings, resolveGatewaySettings, type SettingsOverrides } from "./config.js";
+import { type GatewaySettings, resolveGatewayListen, resolveGatewaySettings, type SettingsOverrides } from "./config.js";
 import { DeliveryService } from "./delivery/delivery-service.js";
 import { HermesHome } from "./home.js";
 import { peerDirectory, peerLinks } from "./peers/peer-directory.js";
@@ -68,6 +69,8 @@ export interface GatewayOptions {
   logger?: Logger;
   clock?: Clock;
   env?: NodeJS.ProcessEnv;
+  /** How listen addresses given as names are resolved (tests inject one). */
+  resolver?: HostResolver;
 }
 
 const GATEWAY_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -112,6 +115,8 @@ export class Gateway {
   relay: RelayLink | undefined;
   /** JSON-RPC over WebSocket at /rpc on the HTTP port. */
   private rpc: RpcServer | undefined;
+  /** What the operator should fix, logged at start (`gateway start` also prints them on stderr). */
+  startWarnings: string[] = [];
 
   private constructor(
     readonly id: string,
@@ -139,12 +144,15 @@ export class Gateway {
     const home = new HermesHome(options.home);
     home.ensureRoot();
     const settings = resolveGatewaySettings(home, options.overrides, options.env);
+    const listen = await resolveGatewayListen(home, settings, options.resolver);
     const clock = options.clock ?? systemClock;
     const db = openGatewayDb(home, settings.dbBusyTimeoutMs);
     const cleanup: (() => void)[] = [() => db.close()];
     try {
       const id = resolveGatewayId(home, db, settings.gatewayId);
       const logger = (options.logger ?? createLogger("gateway")).child({ gateway_id: id });
+      const startWarnings = [sharedFolderWarning(home.root, "HERMES_HOME")].filter((w) => w !== undefined);
+      for (const warning of startWarnings) logger.warn({ home: home.root }, warning);
       const metrics = createMetrics({ gateway_id: id });
       const profileDbs = new ProfileDatabases(home, db, settings.dbBusyTimeoutMs);
       cleanup.push(() => profileDbs.closeAll());
@@ -319,9 +327,9 @@ export class Gateway {
       await addReflection(grpcServer);
       await addReflection(controlServer);
 
-      const grpcPort = await bindServer(grpcServer, settings.grpc, ServerCredentials.createInsecure());
+      const grpcPort = await bindServer(grpcServer, formatHostPort(listen.grpc.bind), ServerCredentials.createInsecure());
       cleanup.push(() => grpcServer.forceShutdown());
-      const grpcAddress = formatHostPort({ host: parseHostPort(settings.grpc).host, port: grpcPort });
+      const grpcAddress = formatHostPort({ host: listen.grpc.bind.host, port: grpcPort });
       await claimUnixSocket(home.controlSocket, "another gateway is already serving this home");
       await bindServer(controlServer, `unix:${home.controlSocket}`, ServerCredentials.createInsecure());
       chmodSync(home.controlSocket, 0o600);
@@ -333,7 +341,7 @@ export class Gateway {
       const rpc = createRpcServer({ keys, methods: roomMethods(rooms), logger: logger.child({ module: "rpc" }) });
       cleanup.push(() => rpc.close());
       const http = await startHttpServer({
-        listen: parseHostPort(settings.http),
+        listen: listen.http.bind,
         registry: metrics.registry,
         // Not ready while writes fail for a full disk; ready again once one commits.
         ready: () => (gateway?.ready ?? false) && profileDbs.writeFailure() === undefined,
@@ -361,6 +369,7 @@ export class Gateway {
         grpcAddress,
       );
       gatewayForStatus = gateway;
+      gateway.startWarnings = startWarnings;
       gateway.deliveries = deliveries;
       gateway.peerRuns = peerRuns;
       gateway.rooms = rooms;

@@ -109,26 +109,27 @@ export class HermesHome {
     }
   }
 
-  mkdir(path: string, mode = 0o755): void {
+  // Private by default: a home holds keys (config.yaml, .env), transcripts and room messages.
+  mkdir(path: string, mode = 0o700): void {
     this.assertWritable(path);
     this.makeDir(path, mode);
   }
 
-  writeFile(path: string, data: string | Uint8Array, mode = 0o644): void {
+  writeFile(path: string, data: string | Uint8Array, mode = 0o600): void {
     this.assertWritable(path);
     this.makeDir(dirname(path));
     writeFileAtomic(path, data, mode, this.fs);
   }
 
-  private makeDir(path: string, mode = 0o755): void {
+  private makeDir(path: string, mode = 0o700): void {
     writingTo(`creating ${path}`, { path }, () => this.fs.mkdirSync(path, { recursive: true, mode }));
   }
 
-  writeYaml(path: string, value: unknown, mode = 0o644): void {
+  writeYaml(path: string, value: unknown, mode = 0o600): void {
     this.writeFile(path, toYaml(value), mode);
   }
 
-  writeJson(path: string, value: unknown, mode = 0o644): void {
+  writeJson(path: string, value: unknown, mode = 0o600): void {
     this.writeFile(path, `${JSON.stringify(value, null, 2)}\n`, mode);
   }
 

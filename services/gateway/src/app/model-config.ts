@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { DEFAULT_PROFILE, HermesError, readEnvFile, readYamlFile, validateConfig } from "@hermes/common";
-import { parseDocument } from "yaml";
+import { type Document, parseDocument } from "yaml";
 import type { ChannelOverride, GlobalModelConfig, PlatformsConfig } from "../core/models/channel-overrides.js";
 import { type GatewayConfigFile, gatewayConfigSchema, type ModelConfig, modelConfigSchema } from "./config.js";
 import type { HermesHome } from "./home.js";
@@ -37,6 +37,19 @@ export interface ProfileModelConfig {
   config_file: string;
   /** A secret by name: the profile's .env, then HERMES_HOME/.env, then the process environment. */
   secret(name: string): string | undefined;
+}
+
+/** Where a profile's own model keys live: its config.yaml (HERMES_HOME/config.yaml for default). */
+export function profileConfigFile(home: HermesHome, profile: string): string {
+  return profile === DEFAULT_PROFILE ? home.configFile : join(home.profileDir(profile), "config.yaml");
+}
+
+/** A config.yaml as a YAML document to edit with its comments kept; a missing or empty file is an empty map. */
+export function readConfigDocument(file: string): Document {
+  const doc = parseDocument(existsSync(file) ? readFileSync(file, "utf8") : "", { intAsBigInt: true });
+  if (doc.errors.length > 0) throw new HermesError("invalid_config", `${file}: not valid YAML: ${doc.errors[0]!.message}`);
+  if (doc.contents === null) doc.contents = doc.createNode({}) as unknown as typeof doc.contents;
+  return doc;
 }
 
 /** The built-in `openai` entry, used when `provider: openai` has no `providers.openai`. */
@@ -149,7 +162,7 @@ export class ModelConfigSource {
       providers: { ...base.providers, ...own.providers },
       fallback_providers: own.fallback_providers ?? base.fallback_providers ?? [],
       platforms: mergePlatforms(base.platforms, own.platforms),
-      config_file: profile === DEFAULT_PROFILE ? this.home.configFile : join(dir, "config.yaml"),
+      config_file: profileConfigFile(this.home, profile),
       secret: (name) => profileEnv[name] ?? homeEnv[name] ?? env[name],
     };
   }
@@ -159,10 +172,8 @@ export class ModelConfigSource {
    * keeping the file's other keys and comments.
    */
   writeGlobalModel(profile: string, model: string, provider: string | undefined): void {
-    const file = profile === DEFAULT_PROFILE ? this.home.configFile : join(this.home.profileDir(profile), "config.yaml");
-    const doc = parseDocument(existsSync(file) ? readFileSync(file, "utf8") : "", { intAsBigInt: true });
-    if (doc.errors.length > 0) throw new HermesError("invalid_config", `${file}: not valid YAML: ${doc.errors[0]!.message}`);
-    if (doc.contents === null) doc.contents = doc.createNode({}) as unknown as typeof doc.contents;
+    const file = profileConfigFile(this.home, profile);
+    const doc = readConfigDocument(file);
     doc.set("model", model);
     if (provider !== undefined) doc.set("provider", provider);
     this.home.writeFile(file, doc.toString());

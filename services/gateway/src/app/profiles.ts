@@ -214,7 +214,8 @@ export class ProfileService {
     if (source !== undefined) {
       for (const file of CLONED_FILES) {
         const from = join(this.home.profileDir(source), file);
-        if (existsSync(from)) this.home.writeFile(join(dir, file), readFileSync(from), file === ".env" ? 0o600 : 0o644);
+        // Written, not copied: the copy is private (0600) whatever the source's mode, .env above all.
+        if (existsSync(from)) this.home.writeFile(join(dir, file), readFileSync(from));
       }
     }
     const base = source === undefined ? {} : (readYamlFile(join(dir, "config.yaml")) as Record<string, unknown>);

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { HermesError, parseHostPort, readYamlFile, validateConfig } from "@hermes/common";
+import { parseHostPort, readYamlFile, validateConfig } from "@hermes/common";
 import { z } from "zod";
 
 export const DEFAULT_RELAY_GRPC = "127.0.0.1:7450";
@@ -73,16 +73,6 @@ export function resolveRelaySettings(dataDir: string, overrides: RelayOverrides 
   const cfg = validateConfig(relayConfigSchema, readYamlFile(file), file);
   const grpc = overrides.grpc ?? env.HERMES_RELAY_GRPC ?? cfg.grpc ?? DEFAULT_RELAY_GRPC;
   const http = overrides.http ?? env.HERMES_RELAY_HTTP ?? cfg.http ?? DEFAULT_RELAY_HTTP;
-  for (const [what, value] of [
-    ["--grpc", grpc],
-    ["--http", http],
-  ] as const) {
-    try {
-      parseHostPort(value);
-    } catch (err) {
-      throw new HermesError("invalid_config", `${what}: ${(err as Error).message}`);
-    }
-  }
   return {
     dataDir,
     grpc,

@@ -15,13 +15,15 @@ import {
   GuardedServer,
   HealthRegistry,
   HermesError,
+  type HostResolver,
   type HttpServer,
   isoTime,
   type Logger,
   type Metrics,
-  parseHostPort,
+  resolveListenAddress,
   type Server,
   ServingStatus,
+  sharedFolderWarning,
   shutdownServer,
   startHttpServer,
   systemClock,
@@ -49,6 +51,8 @@ export interface RelayOptions {
   logger?: Logger;
   clock?: Clock;
   env?: NodeJS.ProcessEnv;
+  /** How listen addresses given as names are resolved (tests inject one). */
+  resolver?: HostResolver;
 }
 
 /** The largest frame a gateway may send on its stream: tunnelled log pages go up to 2 MiB. */
@@ -97,6 +101,8 @@ export class KeyAdmin {
 export class Relay {
   readonly startedAt: number;
   private ready = false;
+  /** What the operator should fix, logged at start (`relay start` also prints them on stderr). */
+  startWarnings: string[] = [];
   private stopping: Promise<void> | undefined;
   /** Set first thing in stop(), before any stream is closed. */
   private closing = false;
@@ -128,6 +134,9 @@ export class Relay {
   static async start(options: RelayOptions): Promise<Relay> {
     mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
     const settings = resolveRelaySettings(options.dataDir, options.overrides, options.env);
+    // Resolved once: the relay binds exactly the addresses resolved here.
+    const listenGrpc = await resolveListenAddress(settings.grpc, "--grpc", options.resolver);
+    const listenHttp = await resolveListenAddress(settings.http, "--http", options.resolver);
     const clock = options.clock ?? systemClock;
     const store = new RelayStore(relayDbPath(options.dataDir));
     const cleanup: (() => void)[] = [() => store.close()];
@@ -138,6 +147,8 @@ export class Relay {
         store.setMeta("relay_id", id);
       }
       const logger = (options.logger ?? createLogger("relay")).child({ relay_id: id });
+      const startWarnings = [sharedFolderWarning(options.dataDir, "the relay's data folder")].filter((w) => w !== undefined);
+      for (const warning of startWarnings) logger.warn({ data: options.dataDir }, warning);
       const metrics = createMetrics({ relay_id: id });
       const roster = new RosterBook(store.rosterEpoch(), store.loadRoster());
       const sessions = new SessionTable();
@@ -195,9 +206,9 @@ export class Relay {
       health.addToServer(controlServer);
       await addReflection(controlServer);
 
-      const grpcPort = await bindServer(grpcServer, settings.grpc, ServerCredentials.createInsecure());
+      const grpcPort = await bindServer(grpcServer, formatHostPort(listenGrpc.bind), ServerCredentials.createInsecure());
       cleanup.push(() => grpcServer.forceShutdown());
-      const grpcAddress = formatHostPort({ host: parseHostPort(settings.grpc).host, port: grpcPort });
+      const grpcAddress = formatHostPort({ host: listenGrpc.bind.host, port: grpcPort });
       const socket = relayControlSocket(options.dataDir);
       await claimUnixSocket(socket, "another relay is already serving this data folder");
       await bindServer(controlServer, `unix:${socket}`, ServerCredentials.createInsecure());
@@ -207,7 +218,7 @@ export class Relay {
         rmSync(socket, { force: true });
       });
       const http = await startHttpServer({
-        listen: parseHostPort(settings.http),
+        listen: listenHttp.bind,
         registry: metrics.registry,
         ready: () => relay?.ready ?? false,
         metricsPublic: settings.metricsPublic,
@@ -234,6 +245,7 @@ export class Relay {
       const recovered = broker.recover();
       relay.timers.push(setInterval(() => relay.sweep(), settings.sweepMs).unref());
       health.setAll(ServingStatus.SERVING);
+      relay.startWarnings = startWarnings;
       relay.ready = true;
       logger.info({ grpc: grpcAddress, http: formatHostPort(http.address), recovered, roster_epoch: roster.epoch }, "relay ready");
       return relay;

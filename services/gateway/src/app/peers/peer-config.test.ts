@@ -48,7 +48,7 @@ describe("add, list, remove", () => {
   it("works on a missing, empty or `null` config.yaml and a null bot_peers", () => {
     for (const config of [undefined, "", "null\n", "bot_peers: null\n", "bot_peers:\n"]) {
       const h = home(config);
-      expect(addPeer(h, { name: "spark", url: "grpc://10.0.0.2:7440", key: "k-123" })).toEqual({
+      expect(addPeer(h, { name: "spark", url: "grpc://10.0.0.2:7440", key: "k-123-0123456789abcdef" })).toEqual({
         created: true,
         key_variable: "HERMES_PEER_SPARK_KEY",
       });
@@ -61,15 +61,15 @@ describe("add, list, remove", () => {
 
   it("keeps comments, other keys and big integers; removing the last peer removes bot_peers", () => {
     const h = home("# top\nplatforms:\n  discord:\n    channel_overrides:\n      123456789012345678901: {model: big} # long id\n", "X=1\n");
-    addPeer(h, { name: "a-b", url: "grpcs://peer.example:443", key: "key-ab", note: "lab box" });
+    addPeer(h, { name: "a-b", url: "grpcs://peer.example:443", key: "key-ab-0123456789abcdef", note: "lab box" });
     const added = read(h, "config");
     expect(added).toContain("# top\n");
     expect(added).toContain("123456789012345678901: { model: big } # long id");
     expect(added).toContain("a-b:\n    url: grpcs://peer.example:443\n    note: lab box");
-    expect(read(h, "env")).toBe("X=1\nHERMES_PEER_A_B_KEY=key-ab\n");
+    expect(read(h, "env")).toBe("X=1\nHERMES_PEER_A_B_KEY=key-ab-0123456789abcdef\n");
     const directory = peerDirectory(new ModelConfigSource(h, {}));
     expect(directory.url("a-b")).toBe("grpcs://peer.example:443");
-    expect(directory.key("a-b")).toBe("key-ab");
+    expect(directory.key("a-b")).toBe("key-ab-0123456789abcdef");
 
     expect(removePeer(h, "a-b")).toEqual({ key_removed: true, key_variable: "HERMES_PEER_A_B_KEY" });
     const removed = read(h, "config");
@@ -87,20 +87,25 @@ describe("add, list, remove", () => {
 
   it("refuses what would break the files, changing nothing", () => {
     const broken = home("bot_peers: [\n");
-    expect(refusal(() => addPeer(broken, { name: "x", url: "grpc://h:1", key: "k" }))).toMatchObject({ reason: "invalid_config" });
+    expect(refusal(() => addPeer(broken, { name: "x", url: "grpc://h:1", key: "some-key-0123456789" }))).toMatchObject({
+      reason: "invalid_config",
+    });
     expect(read(broken, "config")).toBe("bot_peers: [\n");
     const list = home("bot_peers: [a, b]\n");
-    expect(refusal(() => addPeer(list, { name: "x", url: "grpc://h:1", key: "k" })).message).toContain("bot_peers must be a map");
+    expect(refusal(() => addPeer(list, { name: "x", url: "grpc://h:1", key: "some-key-0123456789" })).message).toContain(
+      "bot_peers must be a map",
+    );
     const scalar = home("just a string\n");
     expect(refusal(() => removePeer(scalar, "x")).message).toContain("top level must be a map");
     const h = home();
     for (const [settings, reason] of [
-      [{ name: "../x", url: "grpc://h:1", key: "k" }, "invalid_name"],
-      [{ name: "x", url: "grpc://h", key: "k" }, "invalid_params"],
+      [{ name: "../x", url: "grpc://h:1", key: "some-key-0123456789" }, "invalid_name"],
+      [{ name: "x", url: "grpc://h", key: "some-key-0123456789" }, "invalid_params"],
       [{ name: "x", url: "grpc://h:1", key: "" }, "invalid_params"],
       [{ name: "x", url: "grpc://h:1", key: "a\nb" }, "invalid_params"],
-      [{ name: "x", url: "grpc://h:1", key: "'quoted'" }, "invalid_params"],
-      [{ name: "x", url: "grpc://h:1", key: "k", note: "two\nlines" }, "invalid_params"],
+      [{ name: "x", url: "grpc://h:1", key: "'quoted-0123456789'" }, "invalid_params"],
+      [{ name: "x", url: "grpc://h:1", key: "short" }, "invalid_params"],
+      [{ name: "x", url: "grpc://h:1", key: "some-key-0123456789", note: "two\nlines" }, "invalid_params"],
     ] as const) {
       expect(refusal(() => addPeer(h, settings)).reason).toBe(reason);
     }
@@ -110,12 +115,12 @@ describe("add, list, remove", () => {
 
   it("refuses a second name that maps to the same key variable", () => {
     const h = home();
-    addPeer(h, { name: "a-b", url: "grpc://h:1", key: "k1" });
-    expect(refusal(() => addPeer(h, { name: "a_b", url: "grpc://h:2", key: "k2" }))).toMatchObject({
+    addPeer(h, { name: "a-b", url: "grpc://h:1", key: "k1-0123456789abcdef" });
+    expect(refusal(() => addPeer(h, { name: "a_b", url: "grpc://h:2", key: "k2-0123456789abcdef" }))).toMatchObject({
       reason: "already_exists",
       data: { peer: "a-b", key_variable: "HERMES_PEER_A_B_KEY" },
     });
-    expect(addPeer(h, { name: "a-b", url: "grpc://h:3", key: "k3" }).created).toBe(false);
-    expect(read(h, "env")).toBe("HERMES_PEER_A_B_KEY=k3\n");
+    expect(addPeer(h, { name: "a-b", url: "grpc://h:3", key: "k3-0123456789abcdef" }).created).toBe(false);
+    expect(read(h, "env")).toBe("HERMES_PEER_A_B_KEY=k3-0123456789abcdef\n");
   });
 });

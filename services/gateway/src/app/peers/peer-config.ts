@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from "node:fs";
-import { assertProfileName, HermesError, parseGrpcUrl } from "@hermes/common";
+import { assertApiKey, assertProfileName, HermesError, parseGrpcUrl } from "@hermes/common";
 import { type Document, isMap, isScalar, parseDocument } from "yaml";
 import type { HermesHome } from "../home.js";
 import type { ModelConfigSource } from "../model-config.js";
@@ -30,24 +30,17 @@ export interface PeerListing {
 }
 
 const NOTE_MAX_CHARS = 500;
-const KEY_MAX_CHARS = 4096;
 
 export function assertPeerName(name: string): string {
   return assertProfileName(name, "peer name");
 }
 
-/** The key goes on one .env line and into an `authorization: Bearer` header: printable, no spaces or quotes. */
+/** The peer's API_SERVER_KEY, under the same rule as every API key (it goes on one .env line and into a Bearer header). */
 export function assertPeerKey(key: string | undefined): string {
   if (key === undefined || key === "") {
     throw new HermesError("invalid_params", "a key is required: --key KEY (the peer's API_SERVER_KEY)");
   }
-  if (key.length > KEY_MAX_CHARS || !/^[\x21-\x7e]+$/.test(key) || /["'`]/.test(key)) {
-    throw new HermesError(
-      "invalid_params",
-      `the key must be 1-${KEY_MAX_CHARS} printable ASCII characters without spaces or quotes (it is sent as authorization: Bearer KEY)`,
-    );
-  }
-  return key;
+  return assertApiKey(key, "--key (the peer's API_SERVER_KEY)", "invalid_params");
 }
 
 export function assertPeerUrl(url: string | undefined): string {
