@@ -228,7 +228,7 @@ describe("hermes up", () => {
     const robert = await run(["--home", "mesh/gw-1", "--json", "profile", "show", "robert"]);
     expect(JSON.parse(robert.stdout)).toMatchObject({ name: "robert", aliases: ["bob"] });
     // The summary shows the bots as they are now.
-    expect(out).toMatch(/^gw-1 .*alice \(Researcher\), robert \(Writer\)/m);
+    expect(out).toMatch(/^gw-1 .*alice \(Researcher, local\), robert \(Writer, local\)/m);
   }, 150_000);
 
   it("a gateway killed with SIGTERM is reported and restarted; the rest of the mesh keeps serving; Ctrl-C still stops all", async () => {
