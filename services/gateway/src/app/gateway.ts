@@ -4,6 +4,7 @@ import { ServerCredentials, type ServiceDefinition } from "@grpc/grpc-js";
 import {
   adaptService,
   addReflection,
+  BoundedGrpcServer,
   bindServer,
   type Clock,
   claimUnixSocket,
@@ -286,7 +287,7 @@ export class Gateway {
       const health = new HealthRegistry();
       const keys = new KeyRing(settings.apiKeys);
 
-      const grpcServer = new Server({ "grpc.max_receive_message_length": 8 * 1024 * 1024 });
+      const grpcServer = new BoundedGrpcServer({ "grpc.max_receive_message_length": 8 * 1024 * 1024 });
       const controlServer = new Server();
       let gatewayForStatus: Gateway | undefined;
       const statusSource = { status: () => gatewayForStatus!.status() };
@@ -315,7 +316,7 @@ export class Gateway {
       }
       serve(controlServer, "control", ControlServiceService, controlServiceHandlers({ profiles }));
 
-      const grpcPort = await bindServer(grpcServer, settings.grpc, ServerCredentials.createInsecure());
+      const grpcPort = await grpcServer.listenTcp(settings.grpc);
       cleanup.push(() => grpcServer.forceShutdown());
       const grpcAddress = formatHostPort({ host: parseHostPort(settings.grpc).host, port: grpcPort });
       await claimUnixSocket(home.controlSocket, "another gateway is already serving this home");

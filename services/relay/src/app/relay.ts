@@ -5,6 +5,7 @@ import { type Metadata, ServerCredentials } from "@grpc/grpc-js";
 import {
   adaptService,
   addReflection,
+  BoundedGrpcServer,
   bearerToken,
   bindServer,
   type Clock,
@@ -160,7 +161,7 @@ export class Relay {
       const keys = new KeyAdmin(store, clock);
       const health = new HealthRegistry();
 
-      const grpcServer = new Server({
+      const grpcServer = new BoundedGrpcServer({
         "grpc.max_receive_message_length": MAX_FRAME_BYTES,
         "grpc.max_send_message_length": MAX_FRAME_BYTES,
         // Gateways ping every ~20 s (even idle, to keep NAT mappings alive): allow it, and ping them too.
@@ -192,7 +193,7 @@ export class Relay {
       );
       health.addToServer(controlServer);
 
-      const grpcPort = await bindServer(grpcServer, settings.grpc, ServerCredentials.createInsecure());
+      const grpcPort = await grpcServer.listenTcp(settings.grpc);
       cleanup.push(() => grpcServer.forceShutdown());
       const grpcAddress = formatHostPort({ host: parseHostPort(settings.grpc).host, port: grpcPort });
       const socket = relayControlSocket(options.dataDir);
