@@ -327,7 +327,13 @@ export class Gateway {
         rmSync(home.controlSocket, { force: true });
       });
       let gateway: Gateway | undefined;
-      const rpc = createRpcServer({ keys, methods: roomMethods(rooms), logger: logger.child({ module: "rpc" }) });
+      const rpc = createRpcServer({
+        keys,
+        methods: roomMethods(rooms),
+        logger: logger.child({ module: "rpc" }),
+        allowedOrigins: settings.httpAllowedOrigins,
+        maxConnections: settings.maxRpcConnections,
+      });
       cleanup.push(() => rpc.close());
       const http = await startHttpServer({
         listen: parseHostPort(settings.http),
