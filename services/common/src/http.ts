@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Registry } from "prom-client";
-import { type HostPort, isLoopbackAddress } from "./net.js";
+import { formatHostPort, type HostPort, isLoopbackAddress } from "./net.js";
 
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => boolean | Promise<boolean>;
 export type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean;
@@ -70,4 +70,44 @@ export function startHttpServer(options: HttpOptions): Promise<HttpServer> {
       });
     });
   });
+}
+
+/**
+ * The browser origin check of a WebSocket upgrade: any web page can open a WebSocket to a loopback
+ * daemon, and the browser names the page in `Origin`. Without `Origin` the client is not a browser
+ * (the CLI, scripts) and is let through. Otherwise the origin must be the daemon's own,
+ * `http://<address>:<port>` of the address the connection came in on (on loopback also
+ * `localhost`, `127.0.0.1` and `[::1]`), or one of `allowed` (canonical origins).
+ *
+ * The Host header does not make an origin the daemon's own: under DNS rebinding a hostile page
+ * reaches 127.0.0.1 with its own name in both Host and Origin. A daemon served under a DNS name or
+ * behind a TLS proxy lists that origin.
+ */
+export function originAllowed(req: IncomingMessage, allowed: readonly string[]): boolean {
+  const origin = req.headers.origin;
+  if (origin === undefined) return true;
+  if (allowed.includes(origin)) return true;
+  const { localAddress, localPort } = req.socket;
+  if (localAddress === undefined || localPort === undefined) return false;
+  const address = localAddress.replace(/^::ffff:/, "");
+  const own = [formatHostPort({ host: address, port: localPort })];
+  if (isLoopbackAddress(address)) own.push(`localhost:${localPort}`, `127.0.0.1:${localPort}`, `[::1]:${localPort}`);
+  return own.some((hostPort) => origin === `http://${hostPort}`);
+}
+
+/**
+ * The canonical form of an origin from configuration (`scheme://host[:port]`, lower case, default
+ * port dropped, as browsers send it), or undefined when `value` is not one (a path, a query,
+ * credentials, another scheme).
+ */
+export function canonicalOrigin(value: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return undefined;
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") return undefined;
+  if (url.username || url.password || url.search || url.hash || url.pathname !== "/") return undefined;
+  return url.origin;
 }

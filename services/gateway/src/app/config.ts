@@ -2,6 +2,7 @@ import { join } from "node:path";
 import {
   apiKeyProblem,
   assertApiKey,
+  canonicalOrigin,
   DEFAULT_PROFILE,
   describeListen,
   HermesError,
@@ -24,6 +25,17 @@ const hostPort = z.string().refine((v) => {
     return false;
   }
 }, "expected HOST:PORT such as 127.0.0.1:7440");
+
+const ORIGIN_HINT = "an origin such as https://ops.example.com (scheme, host, optional port; no path)";
+
+const origin = z.string().transform((v, ctx) => {
+  const canonical = canonicalOrigin(v);
+  if (canonical === undefined) {
+    ctx.addIssue({ code: "custom", message: ORIGIN_HINT });
+    return z.NEVER;
+  }
+  return canonical;
+});
 
 const channelOverride = z
   .object({ model: z.string().min(1).optional(), provider: z.string().min(1).optional(), system_prompt: z.string().optional() })
@@ -89,6 +101,16 @@ export const gatewayConfigSchema = modelConfigSchema
       })
       .strict()
       .optional(),
+    /** The HTTP port's WebSocket endpoint (/rpc). */
+    http: z
+      .object({
+        /** Browser origins besides the gateway's own that may open /rpc (e.g. https://ops.example.com). */
+        allowed_origins: z.array(origin).optional(),
+        /** WebSocket connections served at once; more are refused with 503. */
+        max_rpc_connections: z.number().int().min(1).max(100_000).optional(),
+      })
+      .strict()
+      .optional(),
     relay: z
       .object({ url: z.string().min(1).optional(), key: z.string().optional(), connection: z.string().optional() })
       .strict()
@@ -146,6 +168,9 @@ export interface GatewaySettings {
   http: string;
   apiKeys: string[];
   metricsPublic: boolean;
+  /** Browser origins besides the gateway's own allowed on /rpc (canonical). */
+  httpAllowedOrigins: string[];
+  maxRpcConnections: number;
   routingPersistMs: number;
   heartbeatMs: number;
   shutdownGraceMs: number;
@@ -195,6 +220,8 @@ export interface SettingsOverrides {
 
 export const DEFAULT_GRPC = "127.0.0.1:7440";
 export const DEFAULT_HTTP = "127.0.0.1:7441";
+/** WebSocket connections a gateway serves at once unless `http.max_rpc_connections` says otherwise. */
+export const DEFAULT_MAX_RPC_CONNECTIONS = 256;
 
 export function loadGatewayConfigFile(home: HermesHome): GatewayConfigFile {
   return validateConfig(gatewayConfigSchema, readYamlFile(home.configFile), home.configFile);
@@ -202,18 +229,41 @@ export function loadGatewayConfigFile(home: HermesHome): GatewayConfigFile {
 
 export function loadProfileConfig(home: HermesHome, profile: string): ModelConfig {
   if (profile === DEFAULT_PROFILE) {
-    const { gateway: _g, relay: _r, bot_peers: _p, agents: _a, delivery: _d, rooms: _rooms, ...model } = loadGatewayConfigFile(home);
+    const {
+      gateway: _g,
+      http: _h,
+      relay: _r,
+      bot_peers: _p,
+      agents: _a,
+      delivery: _d,
+      rooms: _rooms,
+      ...model
+    } = loadGatewayConfigFile(home);
     return model;
   }
   const file = join(home.profileDir(profile), "config.yaml");
   return validateConfig(modelConfigSchema, readYamlFile(file), file);
 }
 
+/** HERMES_HTTP_ALLOWED_ORIGINS: comma-separated origins (empty: none). */
+function parseOriginList(value: string): string[] {
+  return value
+    .split(",")
+    .map((v) => v.trim())
+    .filter((v) => v.length > 0)
+    .map((v) => {
+      const canonical = canonicalOrigin(v);
+      if (canonical === undefined)
+        throw new HermesError("invalid_config", `HERMES_HTTP_ALLOWED_ORIGINS: ${JSON.stringify(v)} is not ${ORIGIN_HINT}`);
+      return canonical;
+    });
+}
+
 /**
  * Merges config.yaml, environment (HERMES_GATEWAY_ID, HERMES_GRPC, HERMES_HTTP, API_SERVER_KEY,
- * HERMES_RELAY_URL, HERMES_RELAY_KEY, HERMES_RELAY_CONNECTION, also read from HERMES_HOME/.env) and
- * command-line flags, in that order of increasing precedence. Every key source follows one rule
- * (assertApiKey); an empty API_SERVER_KEY counts as unset.
+ * HERMES_RELAY_URL, HERMES_RELAY_KEY, HERMES_RELAY_CONNECTION, HERMES_HTTP_ALLOWED_ORIGINS, also
+ * read from HERMES_HOME/.env) and command-line flags, in that order of increasing precedence. Every
+ * key source follows one rule (assertApiKey); an empty API_SERVER_KEY counts as unset.
  */
 export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOverrides = {}, env = process.env): GatewaySettings {
   const file = loadGatewayConfigFile(home);
@@ -229,6 +279,7 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
   const relayKey = overrides.relayKey ?? fromEnv("HERMES_RELAY_KEY") ?? file.relay?.key;
   const relayConnection = overrides.relayConnection ?? fromEnv("HERMES_RELAY_CONNECTION") ?? file.relay?.connection;
   const gatewayId = overrides.id ?? fromEnv("HERMES_GATEWAY_ID") ?? g.id;
+  const originsFromEnv = fromEnv("HERMES_HTTP_ALLOWED_ORIGINS");
   return {
     home: home.root,
     ...(gatewayId ? { gatewayId } : {}),
@@ -236,6 +287,8 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
     http,
     apiKeys,
     metricsPublic: g.metrics_public ?? false,
+    httpAllowedOrigins: originsFromEnv === undefined ? (file.http?.allowed_origins ?? []) : parseOriginList(originsFromEnv),
+    maxRpcConnections: file.http?.max_rpc_connections ?? DEFAULT_MAX_RPC_CONNECTIONS,
     routingPersistMs: (g.routing_persist_seconds ?? 30) * 1000,
     heartbeatMs: (g.heartbeat_seconds ?? 30) * 1000,
     shutdownGraceMs: (g.shutdown_grace_seconds ?? 10) * 1000,

@@ -4,6 +4,7 @@ import { ServerCredentials, type ServiceDefinition } from "@grpc/grpc-js";
 import {
   adaptService,
   addReflection,
+  BoundedGrpcServer,
   bindServer,
   type Clock,
   claimUnixSocket,
@@ -297,7 +298,7 @@ export class Gateway {
       const keys = new KeyRing(settings.apiKeys);
 
       const grpcLogger = logger.child({ module: "grpc" });
-      const grpcServer = new GuardedServer(grpcLogger, { "grpc.max_receive_message_length": 8 * 1024 * 1024 });
+      const grpcServer = new BoundedGrpcServer(grpcLogger, { "grpc.max_receive_message_length": 8 * 1024 * 1024 });
       const controlServer = new GuardedServer(grpcLogger);
       let gatewayForStatus: Gateway | undefined;
       const statusSource = { status: () => gatewayForStatus!.status() };
@@ -327,7 +328,7 @@ export class Gateway {
       await addReflection(grpcServer);
       await addReflection(controlServer);
 
-      const grpcPort = await bindServer(grpcServer, formatHostPort(listen.grpc.bind), ServerCredentials.createInsecure());
+      const grpcPort = await grpcServer.listenTcp(formatHostPort(listen.grpc.bind));
       cleanup.push(() => grpcServer.forceShutdown());
       const grpcAddress = formatHostPort({ host: listen.grpc.bind.host, port: grpcPort });
       await claimUnixSocket(home.controlSocket, "another gateway is already serving this home");
@@ -338,7 +339,13 @@ export class Gateway {
         rmSync(home.controlSocket, { force: true });
       });
       let gateway: Gateway | undefined;
-      const rpc = createRpcServer({ keys, methods: roomMethods(rooms), logger: logger.child({ module: "rpc" }) });
+      const rpc = createRpcServer({
+        keys,
+        methods: roomMethods(rooms),
+        logger: logger.child({ module: "rpc" }),
+        allowedOrigins: settings.httpAllowedOrigins,
+        maxConnections: settings.maxRpcConnections,
+      });
       cleanup.push(() => rpc.close());
       const http = await startHttpServer({
         listen: listen.http.bind,

@@ -5,6 +5,7 @@ import { type Metadata, ServerCredentials } from "@grpc/grpc-js";
 import {
   adaptService,
   addReflection,
+  BoundedGrpcServer,
   bearerToken,
   bindServer,
   type Clock,
@@ -173,7 +174,7 @@ export class Relay {
       const health = new HealthRegistry();
 
       const grpcLogger = logger.child({ module: "grpc" });
-      const grpcServer = new GuardedServer(grpcLogger, {
+      const grpcServer = new BoundedGrpcServer(grpcLogger, {
         "grpc.max_receive_message_length": MAX_FRAME_BYTES,
         "grpc.max_send_message_length": MAX_FRAME_BYTES,
         // Gateways ping every ~20 s (even idle, to keep NAT mappings alive): allow it, and ping them too.
@@ -206,7 +207,7 @@ export class Relay {
       health.addToServer(controlServer);
       await addReflection(controlServer);
 
-      const grpcPort = await bindServer(grpcServer, formatHostPort(listenGrpc.bind), ServerCredentials.createInsecure());
+      const grpcPort = await grpcServer.listenTcp(formatHostPort(listenGrpc.bind));
       cleanup.push(() => grpcServer.forceShutdown());
       const grpcAddress = formatHostPort({ host: listenGrpc.bind.host, port: grpcPort });
       const socket = relayControlSocket(options.dataDir);

@@ -62,22 +62,39 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
 
 function sendError(res: ServerResponse, err: HermesError): void {
   const { raw: _raw, ...data } = err.data as Record<string, unknown>;
+  // A refused body may still be arriving: answer, then close rather than read the rest for a next request.
+  if (err.reason === "payload_too_large") res.setHeader("connection", "close");
   sendJson(res, HTTP_STATUS[err.reason] ?? 500, { error: { reason: err.reason, message: err.message, data } });
 }
 
+function bodyTooLarge(): HermesError {
+  return new HermesError("payload_too_large", `the body is over ${MAX_BODY_BYTES} bytes`, { data: { limit: MAX_BODY_BYTES } });
+}
+
+/**
+ * The request body as text, at most MAX_BODY_BYTES. A larger one (declared or sent) is refused
+ * without keeping it; the socket stays open so the 413 reaches the client (Node discards the rest).
+ */
 function readBody(req: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
+    if (Number(req.headers["content-length"]) > MAX_BODY_BYTES) {
+      reject(bodyTooLarge());
+      return;
+    }
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on("data", (chunk: Buffer) => {
+    const collect = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > MAX_BODY_BYTES) {
-        reject(new HermesError("payload_too_large", `the body is over ${MAX_BODY_BYTES} bytes`, { data: { limit: MAX_BODY_BYTES } }));
-        req.destroy();
+      if (size <= MAX_BODY_BYTES) {
+        chunks.push(chunk);
         return;
       }
-      chunks.push(chunk);
-    });
+      req.off("data", collect);
+      chunks.length = 0;
+      req.resume();
+      reject(bodyTooLarge());
+    };
+    req.on("data", collect);
     req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
     req.on("error", reject);
   });

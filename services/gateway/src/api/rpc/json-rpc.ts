@@ -1,4 +1,4 @@
-import { type ErrorReason, type HermesError, toHermesError } from "@hermes/common";
+import { type ErrorReason, HermesError, toHermesError } from "@hermes/common";
 
 /**
  * JSON-RPC 2.0 framing (https://www.jsonrpc.org/specification) and the upstream room error codes
@@ -81,4 +81,76 @@ export function readableId(value: unknown): JsonRpcId {
   if (value === null || typeof value !== "object") return null;
   const id = (value as Record<string, unknown>).id;
   return typeof id === "string" || (typeof id === "number" && Number.isFinite(id)) ? id : null;
+}
+
+/** Bytes of one answer in a batch array: its JSON plus the comma before it. */
+function entryBytes(text: string): number {
+  return Buffer.byteLength(text) + 1;
+}
+
+/**
+ * The answer to one batch frame, built as its calls finish and never over `limit` bytes of JSON,
+ * however large the calls' answers are. An answer that would take the array over the limit is
+ * replaced by that call's `payload_too_large` error (the call itself ran); room for those errors
+ * is kept from the start, so every call that expects an answer gets one.
+ */
+export class BatchAnswer {
+  private readonly entries: string[] = [];
+  /** The brackets, then every entry so far. */
+  private bytes = 2;
+  /** What the fallback errors of the calls still running would take. */
+  private reserved = 0;
+  private pending: number;
+
+  private constructor(
+    private readonly limit: number,
+    /** Per call: its `payload_too_large` answer, or null for a notification (no answer). */
+    private readonly fallbacks: (string | null)[],
+  ) {
+    this.pending = fallbacks.length;
+    for (const f of fallbacks) if (f !== null) this.reserved += entryBytes(f);
+  }
+
+  /** Null when even the errors of every call would not fit in `limit` (only with huge ids). */
+  static plan(requests: readonly unknown[], limit: number): BatchAnswer | null {
+    const tooLarge = new HermesError(
+      "payload_too_large",
+      `the answer to this call would take the batch answer over ${limit} bytes; send the call alone or ask for less (limit, max_bytes)`,
+      { data: { limit } },
+    );
+    const fallbacks = requests.map((request) => {
+      if (isRequestShape(request) && !("id" in request)) return null;
+      const method = isRequestShape(request) ? request.method : "";
+      const answer: JsonRpcResponse = { jsonrpc: "2.0", id: readableId(request), error: methodError(method, tooLarge) };
+      return JSON.stringify(answer);
+    });
+    const answer = new BatchAnswer(limit, fallbacks);
+    return answer.bytes + answer.reserved <= limit ? answer : null;
+  }
+
+  /** Bytes the answer of call `index` may take and still be kept (room left after the other calls' errors). */
+  private room(index: number): number {
+    const fallback = this.fallbacks[index] ?? null;
+    const own = fallback === null ? 0 : entryBytes(fallback);
+    return this.limit - this.bytes - (this.reserved - own) - 1;
+  }
+
+  /** Records the answer of call `index` (null: none, a notification); true once every call has answered. */
+  add(index: number, answer: JsonRpcResponse | null): boolean {
+    this.pending--;
+    const fallback = this.fallbacks[index] ?? null;
+    if (answer !== null) {
+      const text = JSON.stringify(answer);
+      const kept = Buffer.byteLength(text) <= this.room(index) || fallback === null ? text : fallback;
+      this.entries.push(kept);
+      this.bytes += entryBytes(kept);
+    }
+    if (fallback !== null) this.reserved -= entryBytes(fallback);
+    return this.pending === 0;
+  }
+
+  /** The frame to send; null when no call of the batch expects an answer. */
+  text(): string | null {
+    return this.entries.length > 0 ? `[${this.entries.join(",")}]` : null;
+  }
 }

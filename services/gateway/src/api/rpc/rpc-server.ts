@@ -1,33 +1,21 @@
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
-import { bearerToken, HermesError, type KeyRing, type Logger, type UpgradeHandler } from "@hermes/common";
-import { type RawData, WebSocket, WebSocketServer } from "ws";
-import type { TailSubscription } from "../../app/rooms/live-tail.js";
-import {
-  errorObject,
-  INVALID_REQUEST,
-  isRequestShape,
-  type JsonRpcResponse,
-  MAX_BATCH,
-  METHOD_NOT_FOUND,
-  methodError,
-  PARSE_ERROR,
-  readableId,
-} from "./json-rpc.js";
-import type { RoomMethod, RpcPeer } from "./room-methods.js";
+import { bearerToken, type KeyRing, type Logger, originAllowed, type UpgradeHandler } from "@hermes/common";
+import { WebSocket, WebSocketServer } from "ws";
+import type { RoomMethod } from "./room-methods.js";
+import { MAX_FRAME_BYTES, serveConnection } from "./rpc-connection.js";
 
-/** A frame above this is refused by closing the connection (1009); a room payload is at most 256 KiB. */
-export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
-/** Socket buffer above which a sender waits for 'drain' (live tail backpressure). */
-const HIGH_WATER_BYTES = 1024 * 1024;
-/** Requests of one connection being answered at once; more wait (a client pipelining thousands of sends is fine). */
-const MAX_PENDING_PER_CONNECTION = 50_000;
+export { MAX_FRAME_BYTES } from "./rpc-connection.js";
 
 export interface RpcServerOptions {
   path?: string;
   keys: KeyRing;
   methods: Record<string, RoomMethod>;
   logger: Logger;
+  /** Browser origins allowed besides the gateway's own (`http.allowed_origins`, canonical). */
+  allowedOrigins?: readonly string[];
+  /** WebSocket connections served at once (`http.max_rpc_connections`). */
+  maxConnections: number;
 }
 
 export interface RpcServer {
@@ -37,28 +25,74 @@ export interface RpcServer {
   readonly connections: number;
 }
 
+/** Why the gateway closes a connection whose frame breaks a rule (ws sends the bare status code). */
+const CLOSE_REASONS: Readonly<Record<number, string>> = {
+  1009: `a frame is at most ${MAX_FRAME_BYTES} bytes`,
+};
+
+/** The ws socket, closing with a reason where ws would send only the code. */
+class RpcSocket extends WebSocket {
+  override close(code?: number, data?: string | Buffer): void {
+    super.close(code, data ?? (code === undefined ? undefined : CLOSE_REASONS[code]));
+  }
+}
+
+function refuse(socket: Duplex, status: string, body: string): void {
+  socket.end(`HTTP/1.1 ${status}\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n\r\n${body}\n`);
+}
+
 /**
- * JSON-RPC 2.0 over WebSocket at /rpc on the HTTP port (§3.2, §7). The key travels in the HTTP
- * upgrade (`Authorization: Bearer <key>`); a missing or wrong key is answered 401 before any
- * WebSocket exists. Every frame is untrusted: malformed JSON, wrong shapes, unknown methods and
- * thrown errors all become typed JSON-RPC errors with `data.reason`; nothing a client sends can
- * throw out of the handler.
+ * JSON-RPC 2.0 over WebSocket at /rpc on the HTTP port. The upgrade is refused before
+ * any WebSocket exists: 403 for a browser page of another origin (`originAllowed`), 401 without
+ * the right key (`Authorization: Bearer <key>`), 503 when `maxConnections` are open. Every frame
+ * is untrusted: malformed JSON, wrong shapes, unknown methods and thrown errors all become typed
+ * JSON-RPC errors with `data.reason`; nothing a client sends can throw out of the handler.
  */
 export function createRpcServer(options: RpcServerOptions): RpcServer {
   const path = options.path ?? "/rpc";
-  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false });
+  const allowedOrigins = options.allowedOrigins ?? [];
+  const maxConnections = options.maxConnections;
+  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false, WebSocket: RpcSocket });
   const sockets = new Set<WebSocket>();
+  /** Upgrades accepted whose handshake has not completed yet: they count against the cap. */
+  let upgrading = 0;
 
   const upgrade: UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const url = (req.url ?? "/").split("?")[0];
     if (url !== path) return false;
-    if (!options.keys.accepts(bearerToken(req.headers.authorization))) {
-      socket.end(
-        "HTTP/1.1 401 Unauthorized\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nmissing or wrong API key: send `Authorization: Bearer <key>` in the WebSocket upgrade\n",
+    if (!originAllowed(req, allowedOrigins)) {
+      options.logger.warn(
+        { origin: req.headers.origin, remote: req.socket.remoteAddress },
+        "refused a WebSocket upgrade from another origin",
+      );
+      refuse(
+        socket,
+        "403 Forbidden",
+        `origin ${JSON.stringify(req.headers.origin)} may not use this gateway: list it in http.allowed_origins (or HERMES_HTTP_ALLOWED_ORIGINS)`,
       );
       return true;
     }
+    if (!options.keys.accepts(bearerToken(req.headers.authorization))) {
+      refuse(socket, "401 Unauthorized", "missing or wrong API key: send `Authorization: Bearer <key>` in the WebSocket upgrade");
+      return true;
+    }
+    if (sockets.size + upgrading >= maxConnections) {
+      refuse(
+        socket,
+        "503 Service Unavailable",
+        `this gateway already serves ${maxConnections} WebSocket connections (http.max_rpc_connections); try again later`,
+      );
+      return true;
+    }
+    upgrading++;
+    let handshaking = true;
+    const handshakeOver = () => {
+      if (handshaking) upgrading--;
+      handshaking = false;
+    };
+    socket.once("close", handshakeOver);
     wss.handleUpgrade(req, socket, head, (ws) => {
+      handshakeOver();
       sockets.add(ws);
       serveConnection(ws, options);
       ws.once("close", () => sockets.delete(ws));
@@ -76,125 +110,4 @@ export function createRpcServer(options: RpcServerOptions): RpcServer {
       return sockets.size;
     },
   };
-}
-
-function serveConnection(ws: WebSocket, options: RpcServerOptions): void {
-  const subscriptions = new Map<string, TailSubscription>();
-  let pending = 0;
-  const peer: RpcPeer = {
-    subscriptions,
-    notify(method, params) {
-      if (ws.readyState !== WebSocket.OPEN) return true;
-      ws.send(JSON.stringify({ jsonrpc: "2.0", method, params }));
-      return ws.bufferedAmount < HIGH_WATER_BYTES;
-    },
-    drained() {
-      return new Promise<void>((resolve) => {
-        const check = () => {
-          if (ws.readyState !== WebSocket.OPEN || ws.bufferedAmount < HIGH_WATER_BYTES) resolve();
-          else setTimeout(check, 5);
-        };
-        check();
-      });
-    },
-  };
-  const send = (response: JsonRpcResponse | JsonRpcResponse[]) => {
-    if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(response));
-  };
-
-  const call = async (request: unknown): Promise<JsonRpcResponse | null> => {
-    if (!isRequestShape(request)) {
-      return {
-        jsonrpc: "2.0",
-        id: readableId(request),
-        error: errorObject(
-          INVALID_REQUEST,
-          new HermesError("invalid_params", 'not a JSON-RPC 2.0 request: send {"jsonrpc":"2.0","id":1,"method":"groups.…","params":{…}}'),
-        ),
-      };
-    }
-    const isNotification = !("id" in request);
-    const id = request.id ?? null;
-    const method = Object.hasOwn(options.methods, request.method) ? options.methods[request.method] : undefined;
-    if (method === undefined) {
-      if (isNotification) return null;
-      return {
-        jsonrpc: "2.0",
-        id,
-        error: errorObject(
-          METHOD_NOT_FOUND,
-          new HermesError(
-            "method_not_found",
-            `unknown method ${JSON.stringify(request.method).slice(0, 200)}; groups.capabilities lists the methods`,
-          ),
-        ),
-      };
-    }
-    try {
-      const result = await method(request.params, peer);
-      return isNotification ? null : { jsonrpc: "2.0", id, result };
-    } catch (err) {
-      return isNotification ? null : { jsonrpc: "2.0", id, error: methodError(request.method, err) };
-    }
-  };
-
-  ws.on("message", (data: RawData, isBinary: boolean) => {
-    let parsed: unknown;
-    try {
-      const text = isBinary || !Buffer.isBuffer(data) ? Buffer.from(data as Buffer).toString("utf8") : data.toString("utf8");
-      parsed = JSON.parse(text);
-    } catch {
-      send({ jsonrpc: "2.0", id: null, error: errorObject(PARSE_ERROR, new HermesError("invalid_params", "the frame is not valid JSON")) });
-      return;
-    }
-    if (pending >= MAX_PENDING_PER_CONNECTION) {
-      send({
-        jsonrpc: "2.0",
-        id: readableId(parsed),
-        error: errorObject(
-          -32000,
-          new HermesError(
-            "limit_exceeded",
-            `more than ${MAX_PENDING_PER_CONNECTION} requests are waiting on this connection; wait for answers`,
-          ),
-        ),
-      });
-      return;
-    }
-    if (Array.isArray(parsed)) {
-      if (parsed.length === 0 || parsed.length > MAX_BATCH) {
-        send({
-          jsonrpc: "2.0",
-          id: null,
-          error: errorObject(INVALID_REQUEST, new HermesError("invalid_params", `a batch holds 1..${MAX_BATCH} requests`)),
-        });
-        return;
-      }
-      pending += parsed.length;
-      Promise.all(parsed.map(call))
-        .then((answers) => {
-          const responses = answers.filter((a): a is JsonRpcResponse => a !== null);
-          if (responses.length > 0) send(responses);
-        })
-        .catch((err: unknown) => options.logger.error({ err }, "JSON-RPC batch failed"))
-        .finally(() => {
-          pending -= parsed.length;
-        });
-      return;
-    }
-    pending++;
-    call(parsed)
-      .then((answer) => {
-        if (answer) send(answer);
-      })
-      .catch((err: unknown) => options.logger.error({ err }, "JSON-RPC call failed"))
-      .finally(() => {
-        pending--;
-      });
-  });
-  ws.on("error", () => ws.terminate());
-  ws.on("close", () => {
-    for (const sub of subscriptions.values()) sub.close();
-    subscriptions.clear();
-  });
 }
