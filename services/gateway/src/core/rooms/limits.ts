@@ -1,5 +1,5 @@
 /**
- * Limits of §3.1 and §3.2, in one place so the store, the adapters and the CLI quote the same numbers.
+ * Room limits, in one place so the store, the adapters and the CLI quote the same numbers.
  * Sizes are UTF-8 bytes of the canonical JSON unless the name says otherwise.
  */
 
