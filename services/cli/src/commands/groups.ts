@@ -433,7 +433,9 @@ export function registerGroupsCommands(program: Command, run: CommandRunner): vo
 
   groups
     .command("promote <room>")
-    .description("make this gateway the room's authority (a planned move, or recovery when the authority is gone); refused unless caught up")
+    .description(
+      "make this gateway the room's authority (a planned move, or recovery when the authority is gone); refused unless caught up",
+    )
     .option("--confirm", "assert that the previous authority cannot commit (it is stopped and fenced)")
     .option("--reason <text>", "recorded in authority.claimed (default authority-unreachable)")
     .option("--allow-incomplete", "promote even though this replica is not caught up (history that never arrived is lost to this lineage)")
