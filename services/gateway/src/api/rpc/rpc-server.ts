@@ -38,7 +38,7 @@ export interface RpcServer {
 }
 
 /**
- * JSON-RPC 2.0 over WebSocket at /rpc on the HTTP port. The key travels in the HTTP
+ * JSON-RPC 2.0 over WebSocket at /rpc on the HTTP port (§3.2, §7). The key travels in the HTTP
  * upgrade (`Authorization: Bearer <key>`); a missing or wrong key is answered 401 before any
  * WebSocket exists. Every frame is untrusted: malformed JSON, wrong shapes, unknown methods and
  * thrown errors all become typed JSON-RPC errors with `data.reason`; nothing a client sends can
