@@ -1,4 +1,4 @@
-// NATS JetStream as the peer baseline for the room-log benchmarks (perf-baseline.md §4): a real
+// NATS JetStream as the peer baseline for the room-log benchmarks: a real
 // nats-server started here on 127.0.0.1 with file storage, measured in the same run as our code.
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";

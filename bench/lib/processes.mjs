@@ -1,5 +1,5 @@
-// Processes for benchmarks that keep servers and clients apart (perf-baseline.md: "the server ran in
-// a separate process"): a real `hermes gateway start` from the BUILT CLI, one-shot child phases that
+// Processes for benchmarks that keep servers and clients apart (the server in its own process, so
+// the two do not share one event loop): a real `hermes gateway start` from the BUILT CLI, one-shot child phases that
 // print a JSON result line, and the CPU time a process has used so far (from /proc).
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";

@@ -1,5 +1,6 @@
 // Every manifest under infra/k8s is valid against the Kubernetes API types (offline, no
-// cluster), and the deployment keeps the operational rules of DESIGN §7 / anchors §E.
+// cluster), and the deployment keeps its operational rules (docs/OPERATIONS.md "Kubernetes"):
+// probes, resources, non-root read-only containers, keys from Secrets, one volume per gateway.
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";

@@ -24,7 +24,7 @@ describe(`smoke: two gateways (${cli} hermes)`, () => {
       expect((await fetch(`${gw.hostHttp}/livez`)).status).toBe(200);
       expect((await fetch(`${gw.hostHttp}/readyz`)).status).toBe(200);
       const metrics = await fetch(`${gw.hostHttp}/metrics`);
-      // /metrics may be loopback-only by default (§7): open or refused, never a server error.
+      // /metrics may be loopback-only by default: open or refused, never a server error.
       expect([200, 401, 403, 404]).toContain(metrics.status);
     }
   });

@@ -3,7 +3,7 @@ import { credentials } from "@grpc/grpc-js";
 import { authMetadata, HermesError, parseGrpcUrl, plainTransportText, unaryCall, unixSocketAnswers } from "@hermes/common/client";
 import { defaultHomePath, HermesHome } from "@hermes/gateway/home";
 
-/** The options every command takes (§9). */
+/** The options every command takes. */
 export interface GlobalOptions {
   home?: string;
   gateway?: string;

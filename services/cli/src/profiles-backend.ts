@@ -18,7 +18,7 @@ export interface CreateOptions {
 
 /**
  * Profile operations either through the live gateway (which owns the in-memory routing index) or,
- * when no gateway holds the store, directly on HERMES_HOME (§2.1).
+ * when no gateway holds the store, directly on HERMES_HOME (docs/ARCHITECTURE.md "Identity").
  */
 export interface ProfilesBackend {
   readonly live: boolean;

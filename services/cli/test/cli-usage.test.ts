@@ -5,7 +5,7 @@ import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { assertBuilt, fileHash, hermes, removeHome, tempHome } from "./support/cli-harness.js";
 
-/** Usage errors, help, configuration refusals and damaged databases: exit codes and messages (§9). */
+/** Usage errors, help, configuration refusals and damaged databases: exit codes and messages. */
 
 const homes: string[] = [];
 function newHome(): string {

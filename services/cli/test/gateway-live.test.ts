@@ -58,7 +58,7 @@ async function createOk(name: string): Promise<{ bot_chat_session_id: string }> 
 
 /**
  * One turn; returns the reply. The `local` provider answers in the profile's persona and echoes the
- * message, so the reply names `persona` and contains `text` (its exact wording belongs to §6).
+ * message, so the reply names `persona` and contains `text` (its exact wording is the provider's own).
  */
 async function chatOk(profile: string, text: string, persona = profile): Promise<string> {
   const r = await cli(["-p", profile, "chat", "-q", text]);

@@ -14,7 +14,7 @@ import {
 
 /**
  * The recovery the rename warning prescribes after a failed live migration: "restart the gateway
- * (or stop it), then run: hermes profile migrate-identity OLD NEW" (§2.2, seed 000). Each test runs
+ * (or stop it), then run: hermes profile migrate-identity OLD NEW". Each test runs
  * its own gateway, since it stops it.
  */
 

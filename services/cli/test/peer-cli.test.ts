@@ -20,7 +20,7 @@ import {
 /**
  * `hermes peer …` as an operator runs it (the built command, a subprocess per call): the registry
  * in config.yaml and .env (comments and other lines kept, mode 0600, keys never printed), and dm,
- * run, status and stop against a second gateway process, with exit codes 0/1/2 (§5.2, §9).
+ * run, status and stop against a second gateway process, with exit codes 0/1/2.
  */
 
 const PEER_KEY = "peer-cli-key-0123456789";

@@ -16,7 +16,7 @@ import {
 } from "./support/cli-harness.js";
 
 /**
- * `hermes profile …` with no gateway running: the CLI works directly on HERMES_HOME (§2.1, §2.2).
+ * `hermes profile …` with no gateway running: the CLI works directly on HERMES_HOME.
  * Each test gets its own temporary home.
  */
 

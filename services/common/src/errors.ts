@@ -25,11 +25,11 @@ export const REASONS = {
   unsupported_schema: { status: GrpcStatus.FAILED_PRECONDITION, exit: 1 },
   // a write found no space (SQLITE_FULL, ENOSPC, EDQUOT): nothing was written; free space, retry
   disk_full: { status: GrpcStatus.RESOURCE_EXHAUSTED, exit: 1 },
-  // profiles and identity (§2)
+  // profiles and identity
   profile_deleted: { status: GrpcStatus.NOT_FOUND, exit: 1 },
   identity_collision: { status: GrpcStatus.ALREADY_EXISTS, exit: 2 },
   default_profile: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
-  // rooms (§3)
+  // rooms
   authority_conflict: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
   not_authority: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
   epoch_regression: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
@@ -44,9 +44,9 @@ export const REASONS = {
   cursor_conflict: { status: GrpcStatus.ABORTED, exit: 2 },
   confirm_required: { status: GrpcStatus.FAILED_PRECONDITION, exit: 2 },
   limit_exceeded: { status: GrpcStatus.RESOURCE_EXHAUSTED, exit: 2 },
-  // an operator stopped a room's discussion (§3.6): the reason_code of the turn it cancelled
+  // an operator stopped a room's discussion: the reason_code of the turn it cancelled
   discussion_stopped: { status: GrpcStatus.CANCELLED, exit: 1 },
-  // delivery (§4): the typed failure reasons a calling bot branches on
+  // delivery: the typed failure reasons a calling bot branches on (docs/PROTOCOL.md "Errors")
   provider_auth_or_access: { status: GrpcStatus.PERMISSION_DENIED, exit: 1 },
   provider_quota_limit: { status: GrpcStatus.RESOURCE_EXHAUSTED, exit: 1 },
   provider_rate_limit: { status: GrpcStatus.RESOURCE_EXHAUSTED, exit: 1 },
@@ -96,7 +96,7 @@ export class HermesError extends Error {
     return REASONS[this.reason].status;
   }
 
-  /** CLI exit code: 1 runtime/peer/transport failure, 2 usage error or refusal (§9). */
+  /** CLI exit code: 1 runtime/peer/transport failure, 2 usage error or refusal. */
   get exitCode(): 1 | 2 {
     return REASONS[this.reason].exit;
   }

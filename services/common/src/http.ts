@@ -11,7 +11,7 @@ export interface HttpOptions {
   registry: Registry;
   /** /readyz answers 200 only while this returns true. */
   ready: () => boolean;
-  /** /metrics is open only on loopback unless this is set (§7). */
+  /** /metrics is open only on loopback unless this is set. */
   metricsPublic?: boolean;
   routes?: RouteHandler[];
   upgrades?: UpgradeHandler[];

@@ -3,7 +3,7 @@ import { type Logger, pino } from "pino";
 export type { Logger };
 
 /**
- * JSON logs, one line per event, on stdout (§7). HERMES_LOG_LEVEL overrides the level;
+ * JSON logs, one line per event, on stdout. HERMES_LOG_LEVEL overrides the level;
  * in-process tests default to "silent" through it.
  */
 export function createLogger(name: string, level?: string, destination?: NodeJS.WritableStream): Logger {

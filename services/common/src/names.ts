@@ -1,6 +1,9 @@
 import { HermesError } from "./errors.js";
 
-/** §2: profile ids. The rule also blocks path traversal, since it admits no `/` or `.` first. */
+/**
+ * Profile ids (a named profile is the folder HERMES_HOME/profiles/<id>). The rule also blocks path
+ * traversal, since it admits no `/` or `.` first.
+ */
 export const PROFILE_NAME_RULE = "^[a-z0-9][a-z0-9_-]{0,63}$";
 const PROFILE_NAME_RE = new RegExp(PROFILE_NAME_RULE);
 

@@ -1,4 +1,4 @@
-// Rooms (DESIGN §3) export what a script or benchmark drives directly: the pipelined Append stream
+// Rooms export what a script or benchmark drives directly: the pipelined Append stream
 // client, the RoomSource a replica pulls from, the packed page encoding, the SQLite store.
 export { AppendStream, roomClient } from "./api/grpc/room-client.js";
 export { ChatService } from "./app/chat.js";

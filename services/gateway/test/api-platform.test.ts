@@ -7,7 +7,7 @@ import { type FakeOpenAIServer, startFakeOpenAIServer } from "./support/fake-ope
 import { startTestGateway, TEST_KEY, type TestGateway } from "./support/gateway-harness.js";
 
 /**
- * The inbound `api` platform over real HTTP, and §6 channel overrides through it: the resolution
+ * The inbound `api` platform over real HTTP, and channel overrides through it: the resolution
  * order, the ephemeral system prompt (never stored), `/model` and `/model --global`, one cached
  * agent per chat, and the post-turn fallback check that still evicts on a real fallback.
  */

@@ -147,7 +147,7 @@ describe("hermes deliveries", () => {
     expect((await hermes("deliveries", "list", "--state", "finished")).code).toBe(2);
   });
 
-  it("shows one receipt as the §4 JSON", async () => {
+  it("shows one receipt as the receipt JSON", async () => {
     const sent = await hermes("-p", "alice", "message", "broken", "for show", "--id", "show-me");
     expect(sent.stdout.trim()).toBe("show-me");
     await t.gateway.deliveries.wait("show-me");

@@ -9,7 +9,7 @@ import { type FakeOpenAIServer, startFakeOpenAIServer } from "./support/fake-ope
 import { startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 
 /**
- * §4 ordering: 1,000 messages from 5 senders to 10 bots over real gRPC. Mail to one bot runs in the
+ * Delivery ordering: 1,000 messages from 5 senders to 10 bots over real gRPC. Mail to one bot runs in the
  * order it was committed, one turn at a time; different bots are served side by side (overlap is
  * measured and printed; only its existence and the cap are asserted, never a duration). The target
  * bots answer through the fake OpenAI server, so a turn waits on real HTTP as it would on a model.

@@ -6,7 +6,7 @@ import { type FakeFailure, type FakeOpenAIServer, startFakeOpenAIServer } from "
 import { startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 
 /**
- * Every §4 reason end to end: a real gateway, bots on an OpenAI-compatible provider (the fake
+ * Every delivery reason end to end: a real gateway, bots on an OpenAI-compatible provider (the fake
  * server, over real HTTP) that fails in each way a provider does. Which failures retry (exactly
  * once, same session), which never do, and what the sender's Bot Chat is told.
  */

@@ -18,7 +18,7 @@ import {
 import { startTestGateway, TEST_KEY, type TestGateway } from "./support/gateway-harness.js";
 
 /**
- * The discussion driver (§3.6) on a real in-process gateway: members are profiles whose provider is
+ * The discussion driver on a real in-process gateway: members are profiles whose provider is
  * a scripted OpenAI-compatible endpoint (real HTTP), so each test says what each bot answers and
  * reads back the room log the driver wrote.
  */
@@ -193,7 +193,7 @@ describe("member turns", () => {
     expect(provider.callsOf("alice").at(-1)!.system).toContain("You are @alice in a group room");
   });
 
-  it("a failing provider fails that turn with its §4 reason; the discussion goes on", async () => {
+  it("a failing provider fails that turn with its delivery reason; the discussion goes on", async () => {
     provider.script((handle) =>
       handle === "alice"
         ? { status: 429, body: { error: { message: "Rate limit reached for requests", type: "requests", code: "rate_limit_exceeded" } } }

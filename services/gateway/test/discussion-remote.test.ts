@@ -19,7 +19,7 @@ import {
 import { startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 
 /**
- * §3.6 members on another gateway run their turns there: the authority sends the turn (directly
+ * Discussion members on another gateway run their turns there: the authority sends the turn (directly
  * over gRPC RoomMemberService to a peer named after the member's gateway, or through the relay
  * tunnel to the connection the relay roster lists for the member's gateway id), the member's
  * gateway runs it in the member's own room session, and the authority appends the reply. Five real

@@ -20,7 +20,7 @@ import {
 import { startTestGateway, TEST_KEY } from "./support/gateway-harness.js";
 
 /**
- * §3.6 durability: a gateway PROCESS (the built `hermes gateway start`) is killed with SIGKILL while
+ * Discussion durability: a gateway PROCESS (the built `hermes gateway start`) is killed with SIGKILL while
  * a member's turn is running. After a restart on the same home the driver resumes from the log:
  * the interrupted turn is logged `turn.failed{reason_code: runtime_offline}` and never run again,
  * and the discussion goes on with the next member.

@@ -13,7 +13,7 @@ import { call, startTestGateway, type TestGateway } from "./support/gateway-harn
 import { failure, message, withPeer } from "./support/peers-fixtures.js";
 
 /**
- * §5.2 run states across a gateway's end: a run that was running becomes `interrupted` and is
+ * Peer run states across a gateway's end: a run that was running becomes `interrupted` and is
  * never re-run (after a real `kill -9`, and after a graceful stop that had to cancel it); queued
  * runs survive and run after the restart; idempotency keys survive too.
  */

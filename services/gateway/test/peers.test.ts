@@ -8,7 +8,7 @@ import { startTestGateway, type TestGateway } from "./support/gateway-harness.js
 import { failure, message, peerClient, runCount, withPeer } from "./support/peers-fixtures.js";
 
 /**
- * §5.2 direct peers between two real gateways over real gRPC with keys. A (the caller) has B
+ * Direct peers between two real gateways over real gRPC with keys. A (the caller) has B
  * registered as peer `b` (bot_peers.b.url in A's config.yaml, HERMES_PEER_B_KEY in A's .env) plus
  * peers with a wrong key, no key and no listener. B hosts `bob` (the local provider) and `slow`
  * (an OpenAI-compatible endpoint whose answers the test releases by hand).
@@ -171,7 +171,7 @@ describe("peer run, status and stop", () => {
     });
   });
 
-  it("a failed turn carries its §4 reason", async () => {
+  it("a failed turn carries its delivery reason", async () => {
     createBot(b, "broken", { provider: "nowhere", model: "m" });
     const reply = await withPeer(homeA, "b", (c) => c.dm(message("hi", "broken", {}, sender()), 10));
     expect(reply.run).toMatchObject({ status: "failed", reason: "missing_config" });

@@ -12,7 +12,7 @@ import { TEST_KEY } from "./support/gateway-harness.js";
 import { MEMBERS } from "./support/rooms-fixtures.js";
 
 /**
- * kill -9 a gateway PROCESS while clients send (acknowledged = durable, §3.1): after a restart on
+ * kill -9 a gateway PROCESS while clients send (acknowledged = durable): after a restart on
  * the same home every acknowledged event is present at the seq it was acknowledged with, nothing
  * appears twice, and the hash chain verifies. Runs the built `hermes gateway start`.
  */

@@ -131,7 +131,7 @@ describe("fuzzing /rpc", () => {
         try {
           answer = await rpc.sendRaw(text);
         } catch {
-          // A raw frame that is a notification-only batch, or a notification, has no answer by the spec.
+          // A raw frame that is a notification-only batch, or a notification, has no answer (JSON-RPC 2.0).
           if ("raw" in frame) return;
           throw new Error(`no answer to ${text.slice(0, 200)}`);
         }

@@ -247,7 +247,7 @@ describe("replication between gateways", () => {
       "b to lose a",
     );
     const bStopped = b!.rooms.store.state("sb")!.last_seq;
-    // The operator promotes b while a is still writable (the mistake §3.5 preserves from).
+    // The operator promotes b while a is still writable (the mistake split-brain preservation recovers from).
     const promoted = await b!.call(b!.client.promote, { room_id: "sb", confirm: true });
     expect(promoted).toMatchObject({ authority_gateway_id: "gw-b", authority_epoch: 2, claim_seq: bStopped + 1 });
     const onB = writer(b!, "b");

@@ -4,7 +4,7 @@ import { MEMBERS, type RoomNode, startRoomNode, stopNodes, waitFor } from "./sup
 import { RpcClient } from "./support/rpc-client.js";
 
 /**
- * JSON-RPC 2.0 over WebSocket at /rpc (§3.2): the upstream method names, error codes 4110–4119
+ * JSON-RPC 2.0 over WebSocket at /rpc: the upstream method names, error codes 4110–4119
  * with data.reason (and data.authority where a client should redirect), the same flows as gRPC.
  */
 

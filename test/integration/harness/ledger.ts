@@ -1,4 +1,4 @@
-// The acknowledged-write ledger (anchors.md §C, test 1). Every send a scenario makes is
+// The acknowledged-write ledger. Every send a scenario makes is
 // recorded with its outcome:
 //   acked          the gateway acknowledged it (seq/epoch known): it must never be lost;
 //   refused        a typed refusal (e.g. fenced epoch): it must never become visible;

@@ -4,7 +4,7 @@
 //
 // home -> wan works and is seen from the router's wan address; wan -> home has no path
 // (no route to the lan, and the router drops new inbound connections) unless forwardPort().
-// Pitfalls handled (toolchain-and-containers.md §4):
+// Pitfalls handled:
 //   N1 both networks are created with enable_ip_masquerade=false, else Docker's host rule
 //      rewrites packets the router forwards; Internal networks are not used (they drop routed traffic);
 //   N2 our own nft table names (Docker's embedded DNS owns `table ip nat` in every container);

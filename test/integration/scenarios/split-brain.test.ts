@@ -1,4 +1,4 @@
-// Split brain (§3.5) on three gateway containers: the authority gw-a is partitioned from gw-b,
+// Split brain on three gateway containers: the authority gw-a is partitioned from gw-b,
 // the operator promotes gw-b anyway while gw-a is still writable, clients keep writing to both,
 // then the partition heals. gw-a learns of the higher epoch and fences itself; the operator
 // follows the split-brain runbook of docs/OPERATIONS.md with the CLI. Divergence is detected,

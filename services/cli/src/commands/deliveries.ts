@@ -21,7 +21,7 @@ function describe(r: Receipt): string {
 }
 
 export function registerDeliveriesCommands(program: Command, run: CommandRunner): void {
-  const deliveries = program.command("deliveries").description("bot-to-bot delivery receipts (§4): list, show");
+  const deliveries = program.command("deliveries").description("bot-to-bot delivery receipts: list, show");
 
   deliveries
     .command("list")
@@ -50,7 +50,7 @@ export function registerDeliveriesCommands(program: Command, run: CommandRunner)
 
   deliveries
     .command("show <id>")
-    .description("one delivery's receipt; --json prints the §4 receipt")
+    .description("one delivery's receipt; --json prints every receipt field (unset ones as null)")
     .option("--json", "machine-readable output")
     .action(
       run(async (ctx, id: string, o: { json?: boolean }) => {

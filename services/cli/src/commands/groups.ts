@@ -19,9 +19,10 @@ import type { CommandRunner } from "../main.js";
 import { emit, table, warn } from "../output.js";
 
 /**
- * `hermes groups …` (§9): rooms and the operator runbook of §3.4/§3.5. Every command prints a
- * readable summary, or the RPC's result with --json. Exit codes: 0 ok, 1 runtime/transport failure,
- * 2 usage error or refusal (the refusal's reason decides, see @hermes/common REASONS).
+ * `hermes groups …`: rooms and the operator runbook of docs/OPERATIONS.md (promote, demote,
+ * divergence). Every command prints a readable summary, or the RPC's result with --json. Exit
+ * codes: 0 ok, 1 runtime/transport failure, 2 usage error or refusal (the refusal's reason decides,
+ * see @hermes/common REASONS).
  */
 
 /** An event as the CLI shows it in JSON: actor and payload parsed. */
@@ -165,7 +166,7 @@ async function replicaState(ctx: CliContext, client: RoomServiceClient, roomId: 
 }
 
 export function registerGroupsCommands(program: Command, run: CommandRunner): void {
-  const groups = program.command("groups").description("replicated rooms (§3): create, send, log, replicate, promote, demote, divergence");
+  const groups = program.command("groups").description("replicated rooms: create, send, log, replicate, promote, demote, divergence");
   const rooms = (ctx: CliContext) => ctx.client(RoomServiceClient);
 
   groups
@@ -432,7 +433,9 @@ export function registerGroupsCommands(program: Command, run: CommandRunner): vo
 
   groups
     .command("promote <room>")
-    .description("make this gateway the room's authority (operator recovery, §3.4); refused unless caught up")
+    .description(
+      "make this gateway the room's authority (a planned move, or recovery when the authority is gone); refused unless caught up",
+    )
     .option("--confirm", "assert that the previous authority cannot commit (it is stopped and fenced)")
     .option("--reason <text>", "recorded in authority.claimed (default authority-unreachable)")
     .option("--allow-incomplete", "promote even though this replica is not caught up (history that never arrived is lost to this lineage)")
@@ -492,7 +495,7 @@ export function registerGroupsCommands(program: Command, run: CommandRunner): vo
 
   groups
     .command("divergence <room>")
-    .description("preserved divergent branches (split brain, §3.5); --export writes them to a file, --repost re-appends messages")
+    .description("preserved divergent branches (split brain); --export writes them to a file, --repost re-appends messages")
     .option("--export <file>", "write the branches (records and events) as JSON to this file")
     .option("--repost <seq...>", "re-append these preserved messages to the winning lineage as new messages by the operator")
     .option("--divergence-id <n>", "which branch --repost reads (when a seq is in several)")

@@ -18,7 +18,7 @@ export interface ReceiptJson {
   reply: string | null;
 }
 
-/** §4 receipt JSON: every field present, unset ones as null (what `deliveries show --json` prints). */
+/** A receipt as JSON: every field present, unset ones as null (what `deliveries show --json` prints). */
 export function receiptJson(r: Receipt): ReceiptJson {
   return {
     delivery_id: r.delivery_id,
@@ -34,7 +34,7 @@ export function receiptJson(r: Receipt): ReceiptJson {
   };
 }
 
-/** The completion text a bot would get in its Bot Chat (§4). */
+/** The completion notification a bot would get in its Bot Chat. */
 export function outcomeText(r: Receipt): string {
   if (r.state === "settled") return r.reply ?? "";
   if (r.state === "cancelled") return `Delivery to ${r.target} was cancelled: ${r.error ?? "cancelled"}`;
@@ -42,7 +42,7 @@ export function outcomeText(r: Receipt): string {
   return `Delivery to ${r.target} failed [reason: ${r.reason ?? "unknown"}]: ${r.error ?? "no error text was recorded"}`;
 }
 
-/** A delivery that did not settle as an error with its reason, so the exit code follows §9 (1 for every delivery reason). */
+/** A delivery that did not settle as an error with its reason, so the command exits 1 (every delivery reason is a runtime failure). */
 export function outcomeError(r: Receipt): HermesError | undefined {
   if (r.state === "settled") return undefined;
   const reason = r.reason && isErrorReason(r.reason) ? r.reason : "unknown";

@@ -62,7 +62,7 @@ function describeRun(peer: string, r: Run): string {
   return lines.join("\n");
 }
 
-/** A dm whose run did not complete, as an error whose exit code follows §9 (1: it failed on the peer). */
+/** A dm whose run did not complete, as an error with exit code 1 (it failed on the peer). */
 function runFailure(peer: string, r: Run, waitSeconds: number): HermesError {
   const data = { peer, run_id: r.run_id, status: r.status };
   if (r.status === "queued" || r.status === "running") {
@@ -164,7 +164,7 @@ async function withPeer<T>(ctx: CliContext, name: string, fn: (client: PeerClien
 export function registerPeerCommands(program: Command, run: CommandRunner): void {
   const peer = program
     .command("peer")
-    .description("direct peers (§5.2): other gateways this one can dial; dm and long runs in their bots' Bot Chats");
+    .description("direct peers: other gateways this one can dial; dm and long runs in their bots' Bot Chats");
 
   peer
     .command("add <name>")

@@ -60,7 +60,7 @@ function deadline() {
 }
 
 export function registerRelayCommands(program: Command, run: CommandRunner): void {
-  const relay = program.command("relay").description("run a relay, and manage the connection keys of the gateways that dial it (§5.1)");
+  const relay = program.command("relay").description("run a relay, and manage the connection keys of the gateways that dial it");
 
   relay
     .command("start")

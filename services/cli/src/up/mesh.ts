@@ -25,7 +25,7 @@ import {
 import { Supervisor } from "./supervisor.js";
 
 /**
- * `hermes up [--gateways N] [--dir DIR]` (§9): the local mesh for newcomers. A relay and N gateways
+ * `hermes up [--gateways N] [--dir DIR]`: the local mesh for newcomers. A relay and N gateways
  * run as child processes of this command, each with its own home under DIR; demo bots and a room
  * (authority on gw-1, replicas following on the others) are set up; the command prints where
  * everything is and what to try, then waits. A child that exits on its own is reported and started

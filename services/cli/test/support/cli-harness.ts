@@ -15,7 +15,7 @@ const HERMES_DIST = fileURLToPath(new URL("../../dist/main.js", import.meta.url)
 /** A key long enough for `gateway.api_key` (16+ characters). */
 export const TEST_KEY = "cli-test-key-0123456789abcdef";
 
-/** The profile name rule the CLI must state when it refuses a name (§2). */
+/** The profile name rule the CLI must state when it refuses a name. */
 export const NAME_RULE = "^[a-z0-9][a-z0-9_-]{0,63}$";
 
 export interface CliResult {
@@ -97,7 +97,7 @@ export function treeSnapshot(dir: string): Record<string, string> {
   return out;
 }
 
-/** The identity-keyed tables of §2.1, as plain rows, for before/after comparisons. */
+/** The identity-keyed tables (core/identity/registry.ts), as plain rows, for before/after comparisons. */
 export const IDENTITY_TABLES = ["sessions", "gateway_routing", "gateway_heartbeats", "delivery_obligations", "profile_aliases"] as const;
 
 /** Runs `fn` on a connection to `path` (read-only unless asked), closing it afterwards. */

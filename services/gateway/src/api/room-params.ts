@@ -5,7 +5,7 @@ import { MAX_EPOCH } from "../core/rooms/limits.js";
 
 /**
  * Shapes of the room methods' params, shared by the gRPC and JSON-RPC adapters (validation at the
- * edge, §3.2). Types and ranges are checked here; ids, names, members, payloads and limits by the
+ * edge). Types and ranges are checked here; ids, names, members, payloads and limits by the
  * pure core, so both transports give the same answer to the same input.
  */
 

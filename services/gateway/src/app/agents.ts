@@ -10,7 +10,7 @@ import { FallbackChain, type FallbackLink } from "../providers/fallback.js";
 import { OpenAIProvider } from "../providers/openai.js";
 import { DEFAULT_OPENAI_ENTRY, type ProfileModelConfig, type ProviderEntry } from "./model-config.js";
 
-/** A prepared agent: one per session, reused across turns while its spec stays the same (§6). */
+/** A prepared agent: one per session, reused across turns while its spec stays the same. */
 export interface PreparedAgent {
   session_id: string;
   spec: AgentSpec;

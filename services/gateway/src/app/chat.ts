@@ -72,7 +72,7 @@ export interface ChatDeps {
 }
 
 /** Options of a turn run by the delivery ingress (inside the session's lane). */
-/** A session's own `/model` choice, as the first level of model resolution (§6). */
+/** A session's own `/model` choice, as the first level of model resolution. */
 export function sessionModelOverride(session: SessionRow): { model: string; provider?: string } | undefined {
   return session.model_override
     ? { model: session.model_override, ...(session.provider_override ? { provider: session.provider_override } : {}) }
@@ -107,7 +107,7 @@ const MAX_TURN_TEXT = 64 * 1024;
 const HISTORY_PAGE = 64;
 export const DEFAULT_AGENT_SETTINGS: AgentSettings = { maxWarm: 32, idleMs: 600_000, slotWaitMs: 30_000, maxToolRounds: 4 };
 
-/** The canonical Bot Chat of its profile (the only place message_agent and the roster exist, §4). */
+/** The canonical Bot Chat of its profile (the only place message_agent and the roster exist). */
 export function isCanonicalBotChat(session: SessionRow): boolean {
   return session.kind === "bot_chat" && session.session_key === routingKey(botChatOrigin(session.profile_name));
 }
@@ -549,7 +549,7 @@ export class ChatService {
 
   /**
    * The session's warm agent for this turn: reused while its signature (model, provider chain,
-   * prompt, tools) is unchanged, built otherwise (§6 agent cache). Chat turns and room member
+   * prompt, tools) is unchanged, built otherwise (the agent cache). Chat turns and room member
    * turns both come through here.
    */
   acquireAgent(r: AgentRequest, signal?: AbortSignal): Promise<PreparedAgent> {

@@ -52,7 +52,7 @@ const providerEntry = z
   })
   .strict();
 
-/** §6: the model keys a profile's config.yaml holds; the gateway-wide config.yaml gives defaults. */
+/** The model keys a profile's config.yaml holds; the gateway-wide config.yaml gives defaults. */
 export const modelConfigSchema = z
   .object({
     title: z.string().max(200).optional(),
@@ -116,7 +116,7 @@ export const gatewayConfigSchema = modelConfigSchema
       .strict()
       .optional(),
     bot_peers: z.record(z.string(), z.object({ url: z.string().min(1), note: z.string().optional() }).strict()).optional(),
-    /** §6 warm-agent cache and the turn engine. */
+    /** The warm-agent cache and the turn engine. */
     agents: z
       .object({
         max_warm: z.number().int().min(1).max(64).optional(),
@@ -126,7 +126,7 @@ export const gatewayConfigSchema = modelConfigSchema
       })
       .strict()
       .optional(),
-    /** §3 replicated rooms. */
+    /** Replicated rooms. */
     rooms: z
       .object({
         /** Events per packed page a replica asks its authority for. */
@@ -138,7 +138,7 @@ export const gatewayConfigSchema = modelConfigSchema
       })
       .strict()
       .optional(),
-    /** §4 bot-to-bot delivery. */
+    /** Bot-to-bot delivery. */
     delivery: z
       .object({
         max_parallel_targets: z.number().int().min(1).max(256).optional(),
@@ -182,7 +182,7 @@ export interface GatewaySettings {
   file: GatewayConfigFile;
 }
 
-/** §3 rooms settings (`rooms:` in config.yaml). */
+/** Rooms settings (`rooms:` in config.yaml). */
 export interface RoomsConfig {
   replicationPageLimit: number;
   followMaxBackoffMs: number;

@@ -104,15 +104,15 @@ export class Gateway {
   private ready = false;
   private readonly timers: NodeJS.Timeout[] = [];
   private stopping: Promise<void> | undefined;
-  /** §4 bot-to-bot delivery (outbox, ingress, receipts). */
+  /** Bot-to-bot delivery (outbox, ingress, receipts). */
   deliveries!: DeliveryService;
-  /** §5.2 turns other gateways run here (`hermes peer dm/run`). */
+  /** Turns other gateways run here (`hermes peer dm/run`). */
   peerRuns!: PeerRuns;
-  /** §3 replicated rooms (store, group commit, replication, authority). */
+  /** Replicated rooms (store, group commit, replication, authority). */
   rooms!: RoomsService;
-  /** §3.6 the discussion driver of the rooms led here. */
+  /** The discussion driver of the rooms led here. */
   discussions!: DiscussionDriver;
-  /** §5.1 the dial-out link to the relay, when relay.url is configured. */
+  /** The dial-out link to the relay, when relay.url is configured. */
   relay: RelayLink | undefined;
   /** JSON-RPC over WebSocket at /rpc on the HTTP port. */
   private rpc: RpcServer | undefined;
@@ -262,7 +262,7 @@ export class Gateway {
       });
       relay?.serveRooms(rooms);
       cleanup.push(() => void rooms.stop());
-      // §3.6 discussions: member turns run here (local profiles, and for other gateways' rooms) or
+      // Discussions: member turns run here (local profiles, and for other gateways' rooms) or
       // on the member's gateway (a peer named after it, else the relay); the driver runs on rooms led here.
       const localTurns = new LocalMemberTurns({
         chat,

@@ -25,9 +25,10 @@ export function defaultHomePath(): string {
 }
 
 /**
- * The HERMES_HOME layout of §2 and the single gate for writes under it: every directory creation
- * and file write goes through `mkdir`/`writeFile`/`writeYaml`, which refuse to (re)create anything
- * inside a deleted or missing named profile (the tombstone guard). A full disk is `disk_full`.
+ * The HERMES_HOME layout (docs/ARCHITECTURE.md "Home and state") and the single gate for writes
+ * under it: every directory creation and file write goes through `mkdir`/`writeFile`/`writeYaml`,
+ * which refuse to (re)create anything inside a deleted or missing named profile (the tombstone
+ * guard). A full disk is `disk_full`.
  */
 export class HermesHome {
   readonly root: string;
@@ -146,7 +147,7 @@ export class HermesHome {
   }
 
   /**
-   * The one way a named profile directory appears (§2.2): the staged folder is renamed into place
+   * The one way a named profile directory appears: the staged folder is renamed into place
    * in one step, so the name is either a whole profile or absent. A tombstoned name's leftovers go
    * first, and its tombstone after.
    */

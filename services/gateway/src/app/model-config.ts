@@ -6,7 +6,7 @@ import type { ChannelOverride, GlobalModelConfig, PlatformsConfig } from "../cor
 import { type GatewayConfigFile, gatewayConfigSchema, type ModelConfig, modelConfigSchema } from "./config.js";
 import type { HermesHome } from "./home.js";
 
-/** `providers.<name>` (§6): an OpenAI-compatible endpoint. */
+/** `providers.<name>`: an OpenAI-compatible endpoint. */
 export interface ProviderEntry {
   base_url: string;
   api_key_env?: string | undefined;

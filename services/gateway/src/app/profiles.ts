@@ -75,7 +75,7 @@ const PENDING_MIGRATION_FILE = ".identity-migration-pending";
 const CLONED_FILES = ["config.yaml", "SOUL.md", ".env"];
 
 /**
- * Profiles (§2.2): list/show/create/rename/delete and identity migration. Used by a live gateway
+ * Profiles: list/show/create/rename/delete and identity migration. Used by a live gateway
  * (with its in-memory routing index as RoutingAccess) and by the CLI when no gateway holds the store.
  */
 export class ProfileService {

@@ -66,7 +66,7 @@ export class SessionService {
     return session;
   }
 
-  /** §4: each profile's canonical Bot Chat, created with the profile. */
+  /** Each profile's canonical Bot Chat, created with the profile. */
   botChat(profile: string): SessionRow {
     return this.ensure(botChatOrigin(profile), "bot_chat", "Bot Chat");
   }

@@ -1,7 +1,7 @@
 import type { DeliveryReason } from "../core/delivery/reasons.js";
 import { type Provider, ProviderError, type TurnRequest, type TurnResult } from "../core/models/provider.js";
 
-/** One link of `provider` + `fallback_providers` (§6), tried in order. */
+/** One link of `provider` + `fallback_providers`, tried in order. */
 export interface FallbackLink {
   provider: Provider;
   /** The model name to ask this provider for; defaults to the request's model. */

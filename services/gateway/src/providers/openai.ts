@@ -9,7 +9,7 @@ import {
   type TurnResult,
 } from "../core/models/provider.js";
 
-/** §6 `openai` provider: any OpenAI-compatible chat-completions endpoint. */
+/** The `openai` provider: any OpenAI-compatible chat-completions endpoint. */
 export interface OpenAIProviderOptions {
   /** The key of this provider in config (`providers.<name>`); used in messages and results. */
   name?: string;

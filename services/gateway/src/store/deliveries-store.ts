@@ -6,7 +6,7 @@ import type { Route } from "../core/delivery/targets.js";
 /** The two calls made on cached statements (better-sqlite3 binds positional or named parameters). */
 type Statement = { run(...params: unknown[]): unknown; get(...params: unknown[]): unknown };
 
-/** The sender's side of a delivery (§4 outbox): the receipt plus where it goes and who gets the notification. */
+/** The sender's side of a delivery (the outbox): the receipt plus where it goes and who gets the notification. */
 export interface OutboxRow extends DeliveryRecord {
   from_profile: string;
   from_gateway: string;
@@ -22,7 +22,7 @@ export interface OutboxRow extends DeliveryRecord {
 
 export type IngressSource = "local" | "peer" | "relay";
 
-/** The target's side of a delivery (§4 ingress). `from` is `<profile>@<gateway>` as the sender stated it. */
+/** The target's side of a delivery (the ingress). `from` is `<profile>@<gateway>` as the sender stated it. */
 export interface IngressRow extends DeliveryRecord {
   sender_name: string;
   target_profile: string;

@@ -94,7 +94,7 @@ function findCollision(db: Db, table: IdentityTable, columns: IdentityColumn[], 
 }
 
 /**
- * §2.1 rekeyProfileState: rewrites every registered identity column from `old` to `new` in ONE
+ * rekeyProfileState: rewrites every registered identity column from `old` to `new` in ONE
  * transaction. Collisions are checked first and refused with nothing written (identity_collision,
  * naming table and key). A second run finds nothing to rewrite and succeeds. Tables that do not
  * exist yet are skipped.
@@ -160,7 +160,7 @@ function withIndexesRebuiltIfLarge(db: Db, table: string, rows: number, rewrite:
 }
 
 /**
- * §2.2 purge on delete: removes the profile's identity rows (or marks them, e.g. open obligations
+ * Purge on delete: removes the profile's identity rows (or marks them, e.g. open obligations
  * become `abandoned`) in one transaction; returns per-table counts.
  */
 export function purgeProfileState(db: Db, name: string, registry = IDENTITY_REGISTRY): TableCounts {

@@ -23,7 +23,7 @@ import {
 } from "../core/rooms/index.js";
 
 /**
- * SQLite store of replicated rooms (§3.1, migration 002). The pure core plans every decision; this
+ * SQLite store of replicated rooms (migrations 002 and 005). The pure core plans every decision; this
  * file applies each plan in ONE IMMEDIATE transaction and keeps a cache of room states that is only
  * updated after a commit, so a plan is always made against what is durable.
  *
@@ -309,7 +309,7 @@ export class RoomsStore {
   }
 
   /**
-   * The highest epoch in ANY durable state of this gateway (§3.4, ZOOKEEPER-582): every room row
+   * The highest epoch in ANY durable state of this gateway (cf. ZOOKEEPER-582): every room row
    * (own, seen, fence), the lineage tables, the preserved branches, the tip of every log and the
    * counter promote writes. A promote claims one above it.
    */
@@ -400,7 +400,7 @@ export class RoomsStore {
   }
 
   /**
-   * Applies one replication decision (§3.3) with synchronous=NORMAL. `apply`/`noop`/`quarantined`
+   * Applies one replication decision with synchronous=NORMAL. `apply`/`noop`/`quarantined`
    * save the state (and insert events); `diverged` first moves the local branch to
    * room_divergent_events with its record; `refused` saves only a fence; `refetch` writes nothing.
    * Returns the id of a divergence record, if one was written.
@@ -488,7 +488,7 @@ export class RoomsStore {
 
   /**
    * A commit at synchronous=FULL: fsyncs the WAL, and with it every replica page applied before at
-   * NORMAL. After it returns, everything this gateway stored is durable (§3.4: never claim
+   * NORMAL. After it returns, everything this gateway stored is durable (a promote never claims
    * authority over unsynced events).
    */
   syncBarrier(): void {

@@ -30,7 +30,7 @@ function fromRow(row: RawRun): RunRecord {
   return { ...row, reason };
 }
 
-/** §5.2 peer runs in the gateway's state.db (store/migrations/004-peer-runs.ts). */
+/** Peer runs in the gateway's state.db (store/migrations/004-peer-runs.ts). */
 export class RunsStore {
   constructor(readonly db: Db) {}
 

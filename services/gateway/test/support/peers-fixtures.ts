@@ -6,7 +6,7 @@ import { peerDirectory } from "../../src/app/peers/peer-directory.js";
 import type { TestGateway } from "./gateway-harness.js";
 
 /**
- * The calling side of §5.2 exactly as `hermes peer` builds it: the peer directory of a home
+ * The calling side of a peer call exactly as `hermes peer` builds it: the peer directory of a home
  * (config.yaml bot_peers + HERMES_HOME/.env), then PeerService over real gRPC with the peer's key.
  * A fresh directory per call, so edits to the files are always seen.
  */

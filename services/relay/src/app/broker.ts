@@ -46,7 +46,7 @@ type PendingWrite =
 const PRUNE_EVERY_MS = 60_000;
 
 /**
- * The relay's delivery engine (§5.1): commits an envelope before acking `queued`, forwards it down
+ * The relay's delivery engine: commits an envelope before acking `queued`, forwards it down
  * its target's stream in per-target order (targets in parallel up to a cap), relays the target's
  * outcome to the sender, expires what waited past its TTL, and tells the sender `runtime_offline`
  * when a target disconnects mid-delivery.

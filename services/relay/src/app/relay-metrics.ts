@@ -5,7 +5,7 @@ export interface QueueDepth {
   in_flight: number;
 }
 
-/** The relay's Prometheus series (§7): queue depth, deliveries by outcome, connections, roster epoch. */
+/** The relay's Prometheus series: queue depth, deliveries by outcome, connections, roster epoch. */
 export class RelayMetrics {
   readonly accepted: Counter<never>;
   readonly deliveries: Counter<"outcome">;

@@ -96,7 +96,7 @@ export class KeyAdmin {
 }
 
 /**
- * A running relay (§5.1): the SQLite queue, the roster, the Connect streams of the gateways, the
+ * A running relay: the SQLite queue, the roster, the Connect streams of the gateways, the
  * tunnel, gRPC (TCP for gateways, a control socket for key administration), HTTP health and metrics.
  */
 export class Relay {

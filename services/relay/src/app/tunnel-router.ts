@@ -18,8 +18,8 @@ interface OpenCall {
 }
 
 /**
- * The tunnel (§5.1 [beyond]): a call for a gateway nobody can dial travels down that gateway's
- * Connect stream as `tunnel_call`; its `tunnel_answer`s come back up the same stream and are
+ * The tunnel (docs/PROTOCOL.md "Tunnel"): a call for a gateway nobody can dial travels down that
+ * gateway's Connect stream as `tunnel_call`; its `tunnel_answer`s come back up the same stream and are
  * handed to the caller. The relay does not interpret methods or params: the target gateway serves
  * only the methods it registered and answers method_not_found for the rest.
  */

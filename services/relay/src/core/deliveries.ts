@@ -21,7 +21,7 @@ export type Outcome =
   | { kind: "receipt"; receipt: WireReceipt }
   | { kind: "error"; reason: string; message: string; data?: Record<string, unknown> };
 
-/** The §4 receipt as it travels (proto `Receipt`): unset optionals are absent. */
+/** A delivery receipt as it travels (proto `Receipt`): unset optionals are absent. */
 export interface WireReceipt {
   delivery_id: string;
   from: string;

@@ -3,7 +3,7 @@ import { HermesError, ID_RULE } from "@hermes/common";
 import { z } from "zod";
 import { isValidName, NAME_RULE } from "./names.js";
 
-/** §4: a message is at most 16,000 characters (code points). */
+/** A bot-to-bot message is at most 16,000 characters (code points). */
 export const MESSAGE_LIMIT_CHARS = 16_000;
 /**
  * The largest envelope the relay stores, measured as encoded bytes. 16,000 code points of 4-byte
@@ -12,7 +12,7 @@ export const MESSAGE_LIMIT_CHARS = 16_000;
 export const MAX_ENVELOPE_BYTES = 128 * 1024;
 export const MAX_TTL_SECONDS = 7 * 24 * 3600;
 
-/** The §4 envelope as the relay receives it (the same shape the gateway stores and sends). */
+/** A delivery envelope as the relay receives it (the same shape the gateway stores and sends). */
 export interface RelayEnvelope {
   delivery_id: string;
   from_profile: string;

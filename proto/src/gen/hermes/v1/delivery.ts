@@ -24,11 +24,14 @@ export const protobufPackage = "hermes.v1";
 export const protobufFileName = "hermes/v1/delivery.proto";
 
 /**
- * Bot-to-bot delivery (DESIGN §4): message_agent on behalf of a bot, receipts, and the
+ * Bot-to-bot delivery: message_agent on behalf of a bot, receipts, and the
  * gateway-to-gateway ingress a peer (or, later, the relay client) delivers through.
  */
 
-/** §4 receipt. Unset optional fields are null in the JSON form. */
+/**
+ * A delivery's receipt (what `hermes deliveries show ID --json` prints). Unset optional fields
+ * are null in the JSON form.
+ */
 export interface Receipt {
   delivery_id: string;
   /** The sender as `<profile>@<gateway>`. */
@@ -36,7 +39,7 @@ export interface Receipt {
   target: string;
   /** queued, claimed, settled, failed, cancelled, expired, ambiguous */
   state: string;
-  /** One of the §4 typed reasons when failed/expired/ambiguous. */
+  /** One of the typed delivery reasons (docs/PROTOCOL.md "Errors") when failed/expired/ambiguous. */
   reason?: string | undefined;
   error?:
     | string
@@ -96,7 +99,7 @@ export interface ListDeliveriesReply {
   deliveries: DeliveryEntry[];
 }
 
-/** §4 envelope, as stored by the sender and sent on the wire. */
+/** A delivery's envelope, as stored by the sender and sent on the wire. */
 export interface DeliveryEnvelope {
   delivery_id: string;
   from_profile: string;
@@ -1039,7 +1042,7 @@ export const DeliveryServiceService = {
     responseSerialize: (value: SendMessageReply): Buffer => Buffer.from(SendMessageReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): SendMessageReply => SendMessageReply.decode(value),
   },
-  /** The receipt of a delivery sent from or run on this gateway (§4 shape). */
+  /** The receipt of a delivery sent from or run on this gateway. */
   getDelivery: {
     path: "/hermes.v1.DeliveryService/GetDelivery" as const,
     requestStream: false as const,
@@ -1083,7 +1086,7 @@ export interface DeliveryServiceServer extends UntypedServiceImplementation {
    * carries the receipt.
    */
   sendMessage: handleUnaryCall<SendMessageRequest, SendMessageReply>;
-  /** The receipt of a delivery sent from or run on this gateway (§4 shape). */
+  /** The receipt of a delivery sent from or run on this gateway. */
   getDelivery: handleUnaryCall<GetDeliveryRequest, Receipt>;
   listDeliveries: handleUnaryCall<ListDeliveriesRequest, ListDeliveriesReply>;
   /**
@@ -1116,7 +1119,7 @@ export interface DeliveryServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SendMessageReply) => void,
   ): ClientUnaryCall;
-  /** The receipt of a delivery sent from or run on this gateway (§4 shape). */
+  /** The receipt of a delivery sent from or run on this gateway. */
   getDelivery(
     request: GetDeliveryRequest,
     callback: (error: ServiceError | null, response: Receipt) => void,

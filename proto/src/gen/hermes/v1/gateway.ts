@@ -23,7 +23,7 @@ export const protobufPackage = "hermes.v1";
 
 export const protobufFileName = "hermes/v1/gateway.proto";
 
-/** Gateway status, profiles and chat turns (DESIGN §2, §7, §9). */
+/** Gateway status, profiles, chat turns and the control-socket identity migration. */
 
 export interface StatusRequest {
 }

@@ -24,7 +24,7 @@ export const protobufPackage = "hermes.v1";
 export const protobufFileName = "hermes/v1/peers.proto";
 
 /**
- * Direct peers (DESIGN §5.2): another gateway (its `hermes peer` command) runs turns in this
+ * Direct peers: another gateway (its `hermes peer` command) runs turns in this
  * gateway's canonical Bot Chats, one at a time per Bot Chat, as durable runs with ids.
  * Every call needs this gateway's API key (`authorization: Bearer <key>`); a gateway without a
  * key refuses them on its network port.
@@ -90,7 +90,7 @@ export interface Run {
   reply?:
     | string
     | undefined;
-  /** A §4 typed reason (failed runs), e.g. provider_rate_limit. */
+  /** A typed delivery reason (failed runs), e.g. provider_rate_limit. */
   reason?: string | undefined;
   error?: string | undefined;
   created_at: string;

@@ -29,7 +29,7 @@ export const protobufPackage = "hermes.v1";
 export const protobufFileName = "hermes/v1/relay.proto";
 
 /**
- * Relay (DESIGN §5.1): gateways dial OUT to the relay over one bidi stream each, so a gateway
+ * Relay: gateways dial OUT to the relay over one bidi stream each, so a gateway
  * behind NAT is reachable. The relay queues delivery envelopes durably, propagates rosters with a
  * capability epoch, and tunnels room RPCs to gateways that nobody can dial.
  */

@@ -28,7 +28,7 @@ export const protobufPackage = "hermes.v1";
 export const protobufFileName = "hermes/v1/rooms.proto";
 
 /**
- * Replicated rooms (DESIGN §3): the room log, pull replication, authority epochs, split brain.
+ * Replicated rooms: the room log, pull replication, authority epochs, split brain.
  * The same methods are served as JSON-RPC 2.0 over WebSocket at /rpc (`groups.*`, see
  * docs/PROTOCOL.md); field names are the JSON names. Refusals carry a stable reason in the
  * `hermes-reason` trailer and detail (e.g. `authority`, where to redirect) in `hermes-error-data`.
@@ -39,7 +39,7 @@ export interface MemberTurnRequest {
   room_name: string;
   /**
    * The room's authority as the caller knows it (a gateway that leads the room at a lower epoch
-   * fences itself on seeing it, §3.4).
+   * fences itself on seeing it).
    */
   authority:
     | Authority
@@ -270,7 +270,7 @@ export interface LogRequest {
   packed: boolean;
   /**
    * The authority the requester knows for this room: a gateway that leads the room and sees a
-   * newer claim here fences itself (§3.4).
+   * newer claim here fences itself.
    */
   known_authority: Authority | undefined;
 }
@@ -337,7 +337,7 @@ export interface ReplicateResult {
   authority: Authority | undefined;
   caught_up: boolean;
   following: boolean;
-  /** Branches preserved while catching up (§3.5). */
+  /** Branches preserved while catching up (split brain). */
   divergences: DivergenceRecord[];
 }
 
@@ -416,7 +416,7 @@ export interface RoomStateReply {
     | Room
     | undefined;
   /**
-   * The discussion driver (§3.6) for this room here: idle, running, settled, bounded, stopped,
+   * The discussion driver for this room here: idle, running, settled, bounded, stopped,
    * no_members (none of the members can run here), replica (the authority drives it), fenced,
    * disbanded, or none (no driver on this gateway).
    */
@@ -5690,7 +5690,7 @@ export const RoomServiceService = {
     responseSerialize: (value: ReplicaStateReply): Buffer => Buffer.from(ReplicaStateReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): ReplicaStateReply => ReplicaStateReply.decode(value),
   },
-  /** Operator recovery (§3.4): refused without confirm=true. */
+  /** Operator recovery (docs/OPERATIONS.md): refused without confirm=true. */
   promote: {
     path: "/hermes.v1.RoomService/Promote" as const,
     requestStream: false as const,
@@ -5759,7 +5759,7 @@ export const RoomServiceService = {
     responseSerialize: (value: ListRoomsReply): Buffer => Buffer.from(ListRoomsReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListRoomsReply => ListRoomsReply.decode(value),
   },
-  /** Preserved divergent branches (§3.5). */
+  /** Preserved divergent branches (split brain). */
   divergence: {
     path: "/hermes.v1.RoomService/Divergence" as const,
     requestStream: false as const,
@@ -5823,7 +5823,7 @@ export interface RoomServiceServer extends UntypedServiceImplementation {
    */
   replicate: handleServerStreamingCall<ReplicateRequest, ReplicateProgress>;
   replicaState: handleUnaryCall<RoomRequest, ReplicaStateReply>;
-  /** Operator recovery (§3.4): refused without confirm=true. */
+  /** Operator recovery (docs/OPERATIONS.md): refused without confirm=true. */
   promote: handleUnaryCall<PromoteRequest, PromoteReply>;
   demote: handleUnaryCall<DemoteRequest, DemoteReply>;
   state: handleUnaryCall<StateRequest, RoomStateReply>;
@@ -5836,7 +5836,7 @@ export interface RoomServiceServer extends UntypedServiceImplementation {
   /** Appends room.disbanded and retires the id for good. */
   disband: handleUnaryCall<RoomRequest, DisbandReply>;
   list: handleUnaryCall<ListRoomsRequest, ListRoomsReply>;
-  /** Preserved divergent branches (§3.5). */
+  /** Preserved divergent branches (split brain). */
   divergence: handleUnaryCall<RoomRequest, DivergenceReply>;
   /**
    * Re-appends chosen preserved messages to the winning lineage as new messages by the operator
@@ -5952,7 +5952,7 @@ export interface RoomServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ReplicaStateReply) => void,
   ): ClientUnaryCall;
-  /** Operator recovery (§3.4): refused without confirm=true. */
+  /** Operator recovery (docs/OPERATIONS.md): refused without confirm=true. */
   promote(
     request: PromoteRequest,
     callback: (error: ServiceError | null, response: PromoteReply) => void,
@@ -6057,7 +6057,7 @@ export interface RoomServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListRoomsReply) => void,
   ): ClientUnaryCall;
-  /** Preserved divergent branches (§3.5). */
+  /** Preserved divergent branches (split brain). */
   divergence(
     request: RoomRequest,
     callback: (error: ServiceError | null, response: DivergenceReply) => void,
@@ -6120,7 +6120,7 @@ export const RoomServiceClient = makeGenericClientConstructor(
 };
 
 /**
- * Discussion member turns (§3.6): the authority of a room asks the gateway a member lives on to
+ * Discussion member turns: the authority of a room asks the gateway a member lives on to
  * run that member's turn there, in the member's room session (`agent:<profile>:room:group:<room>`),
  * and appends the reply itself. The same request travels through the relay tunnel as
  * `groups.member_turn` (JSON) when the member's gateway cannot be dialled.
@@ -6129,7 +6129,7 @@ export type RoomMemberServiceService = typeof RoomMemberServiceService;
 export const RoomMemberServiceService = {
   /**
    * Runs one member turn and answers with the raw reply (the authority decides whether it is a
-   * pass). Answers when the turn has ended; a failed turn is an error with its §4 reason
+   * pass). Answers when the turn has ended; a failed turn is an error with its delivery reason
    * (provider_rate_limit, runtime_offline, …) in the `hermes-reason` trailer.
    */
   runMemberTurn: {
@@ -6146,7 +6146,7 @@ export const RoomMemberServiceService = {
 export interface RoomMemberServiceServer extends UntypedServiceImplementation {
   /**
    * Runs one member turn and answers with the raw reply (the authority decides whether it is a
-   * pass). Answers when the turn has ended; a failed turn is an error with its §4 reason
+   * pass). Answers when the turn has ended; a failed turn is an error with its delivery reason
    * (provider_rate_limit, runtime_offline, …) in the `hermes-reason` trailer.
    */
   runMemberTurn: handleUnaryCall<MemberTurnRequest, MemberTurnReply>;
@@ -6155,7 +6155,7 @@ export interface RoomMemberServiceServer extends UntypedServiceImplementation {
 export interface RoomMemberServiceClient extends Client {
   /**
    * Runs one member turn and answers with the raw reply (the authority decides whether it is a
-   * pass). Answers when the turn has ended; a failed turn is an error with its §4 reason
+   * pass). Answers when the turn has ended; a failed turn is an error with its delivery reason
    * (provider_rate_limit, runtime_offline, …) in the `hermes-reason` trailer.
    */
   runMemberTurn(

@@ -9,7 +9,7 @@ export interface MemberTurnHandlerDeps {
   transport: "tcp" | "control";
 }
 
-/** RoomMemberService over gRPC (§3.6): a room authority on another gateway runs a member's turn here. */
+/** RoomMemberService over gRPC: a room authority on another gateway runs a member's turn here. */
 export function memberTurnServiceHandlers(deps: MemberTurnHandlerDeps): ServiceHandlers<RoomMemberServiceServer> {
   return {
     runMemberTurn: async (req, ctx) => {

@@ -54,7 +54,7 @@ export interface PeerHandlerDeps {
   transport: "tcp" | "control";
 }
 
-/** PeerService over gRPC (§5.2): validation at the edge here, behaviour in app/peers. */
+/** PeerService over gRPC: validation at the edge here, behaviour in app/peers. */
 export function peerServiceHandlers(deps: PeerHandlerDeps): ServiceHandlers<PeerServiceServer> {
   const { runs } = deps;
   const guard = () => {

@@ -65,7 +65,7 @@ function toWireReplicaState(s: ReplicaStateResult): ReplicaStateReply {
   };
 }
 
-/** The discussion of groups.state (§3.6) for the wire; unset optionals left out. */
+/** The discussion of groups.state for the wire; unset optionals left out. */
 function toWireDiscussion(d: RoomDriverStatus["discussion"]): DiscussionStatus | undefined {
   if (!d) return undefined;
   return {

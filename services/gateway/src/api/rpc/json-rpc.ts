@@ -2,8 +2,9 @@ import { type ErrorReason, HermesError, toHermesError } from "@hermes/common";
 
 /**
  * JSON-RPC 2.0 framing (https://www.jsonrpc.org/specification) and the upstream room error codes
- * (§3.2): a refusal of a room method carries that method's code (4110–4119) with `data.reason`
- * and, where a client should redirect, `data.authority`. Every error answer has `data.reason`.
+ * (docs/PROTOCOL.md, JSON-RPC "Errors"): a refusal of a room method carries that method's code
+ * (4110–4119) with `data.reason` and, where a client should redirect, `data.authority`. Every error
+ * answer has `data.reason`.
  */
 
 export type JsonRpcId = string | number | null;
@@ -32,7 +33,7 @@ export const INVALID_PARAMS = -32602;
 /** Implementation-defined server error, for methods without a room code. */
 export const SERVER_ERROR = -32000;
 
-/** [upstream] room error codes by method (rename shares 4117 as upstream does; repost is a send). */
+/** Upstream's room error codes by method (rename shares 4117 as upstream does; repost is a send). */
 export const ROOM_ERROR_CODES: Readonly<Record<string, number>> = {
   "groups.create": 4110,
   "groups.send": 4111,
@@ -76,7 +77,7 @@ export function isRequestShape(value: unknown): value is JsonRpcRequest {
   return true;
 }
 
-/** The id to answer an invalid request with: its own when readable, else null (as the spec says). */
+/** The id to answer an invalid request with: its own when readable, else null (as JSON-RPC 2.0 says). */
 export function readableId(value: unknown): JsonRpcId {
   if (value === null || typeof value !== "object") return null;
   const id = (value as Record<string, unknown>).id;

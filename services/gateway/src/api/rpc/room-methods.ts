@@ -20,7 +20,7 @@ export type RoomMethod = (params: unknown, peer: RpcPeer) => unknown;
 const MAX_SUBSCRIPTIONS_PER_CONNECTION = 256;
 
 /**
- * The `groups.*` methods over JSON-RPC (§3.2): the same RoomsService as gRPC, events with actor
+ * The `groups.*` methods over JSON-RPC: the same RoomsService as gRPC, events with actor
  * and payload as JSON objects. `groups.subscribe` answers {subscription, latest_seq} and then sends
  * `groups.events` notifications ({subscription, page}); `groups.replicate` sends
  * `groups.replicate.progress` notifications while it pulls.

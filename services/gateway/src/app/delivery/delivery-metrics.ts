@@ -3,7 +3,7 @@ import type { DeliveryRecord } from "../../core/delivery/receipt.js";
 
 export type DeliverySide = "outbox" | "ingress";
 
-/** §7 delivery metrics: deliveries by state and reason, retries, queue depth, time to the end state. */
+/** Delivery metrics: deliveries by state and reason, retries, queue depth, time to the end state. */
 export class DeliveryMetrics {
   private readonly ended: Counter<"side" | "state" | "reason">;
   private readonly retries: Counter<"side" | "reason">;

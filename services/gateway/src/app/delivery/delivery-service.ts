@@ -79,7 +79,7 @@ interface RosterCache {
 }
 
 /**
- * §4 bot-to-bot delivery on this gateway: the sender's outbox (message_agent, SendMessage), the
+ * Bot-to-bot delivery on this gateway: the sender's outbox (message_agent, SendMessage), the
  * transports by route kind, the target's ingress, completion notifications into the sender's Bot
  * Chat, TTL sweeping, restart recovery and the receipts the CLI shows.
  */
@@ -428,7 +428,7 @@ export class DeliveryService implements MessageAgentHost {
   }
 
   /**
-   * The completion notification (§4) in the sender's Bot Chat: the reply, or `Delivery to <x>
+   * The completion notification in the sender's Bot Chat: the reply, or `Delivery to <x>
    * failed [reason: <code>]: <error>`. Written through the sender's session lane, so it lands after
    * the turn that sent the message; a crash before it is written is repaired at start.
    */

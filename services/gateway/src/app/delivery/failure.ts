@@ -2,7 +2,7 @@ import { type ErrorReason, toHermesError } from "@hermes/common";
 import { type DeliveryReason, isDeliveryReason } from "../../core/delivery/reasons.js";
 import { ProviderError } from "../../core/models/provider.js";
 
-/** What a failed delivery attempt records: the §4 reason as a field and the text to show with it. */
+/** What a failed delivery attempt records: the delivery reason as a field and the text to show with it. */
 export interface AttemptFailure {
   reason: DeliveryReason;
   error: string;
@@ -13,8 +13,8 @@ export interface AttemptFailure {
 }
 
 /**
- * Platform errors that are not provider failures, mapped onto the §4 reasons a calling bot can
- * branch on. Reasons a receipt carries as they are — the §4 twelve, and the refusals
+ * Platform errors that are not provider failures, mapped onto the delivery reasons a calling bot can
+ * branch on. Reasons a receipt carries as they are — the twelve delivery reasons, and the refusals
  * `unknown_target` / `idempotency_conflict` a later hop (relay, peer, target gateway) may end a
  * delivery with — need no entry. Anything else is `unknown`, with the original text kept.
  */

@@ -73,7 +73,7 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 /**
- * The target side of §4: `accept(envelope)` is the one entry point for local deliveries, the
+ * The target side of a delivery: `accept(envelope)` is the one entry point for local deliveries, the
  * gateway-to-gateway Deliver RPC and (later) the relay client. It stores the ingress row (same id +
  * same payload answers with the stored result or waits for the running one; another payload is
  * idempotency_conflict), queues the turn in the target's lane behind whatever runs in its Bot Chat,

@@ -2,7 +2,7 @@ import { HermesError } from "@hermes/common";
 import PQueue from "p-queue";
 
 /**
- * §4 per-target lanes: one p-queue of concurrency 1 per target (mail to one bot runs in order, one
+ * Per-target lanes: one p-queue of concurrency 1 per target (mail to one bot runs in order, one
  * turn at a time) behind one shared cap (how many targets run at once). A lane job waits for a cap
  * slot only when it is its lane's turn, so one busy target never holds back another's mail.
  */

@@ -121,7 +121,7 @@ export class PeerTransport implements DeliveryTransport {
     });
   }
 
-  /** A failed call, as the §4 reason the sender's outbox records (the peer's own reason when it sent one). */
+  /** A failed call, as the delivery reason the sender's outbox records (the peer's own reason when it sent one). */
   private transportError(route: Route, err: ServiceError): HermesError {
     const e = fromServiceError(err);
     const where = `peer ${route.kind === "peer" ? route.peer : route.target}`;

@@ -38,7 +38,7 @@ type Unary<Req, Res> = (
 ) => unknown;
 
 /**
- * A registered peer's PeerService (§5.2), reached with the URL and key the peer directory holds.
+ * A registered peer's PeerService, reached with the URL and key the peer directory holds.
  * Failures are typed so `hermes peer` exits 1 for peer/transport errors (unknown peer, missing key,
  * unreachable) and 2 for refusals (a wrong key, a bad request, an idempotency conflict).
  */

@@ -6,7 +6,7 @@ import type { ModelConfigSource } from "../model-config.js";
 import { peerDirectory, peerKeyName } from "./peer-directory.js";
 
 /**
- * §5.2 the peer registry on disk, edited by `hermes peer add/remove`: name, url and note in
+ * The peer registry on disk, edited by `hermes peer add/remove`: name, url and note in
  * HERMES_HOME/config.yaml under `bot_peers` (edited through the yaml Document API, so the rest of
  * the file and its comments stay as they were), the key in HERMES_HOME/.env as
  * `HERMES_PEER_<NAME>_KEY` (mode 0600, written atomically, other lines kept). A running gateway

@@ -12,7 +12,7 @@ import type { SessionService } from "../sessions.js";
 export interface PeerRunsSettings {
   /** A turn still running after this long is cancelled and the run fails with delivery_timeout. */
   turnTimeoutMs: number;
-  /** A run that ended this long ago gives its idempotency key back (§5.2 upstream: 24 h). */
+  /** A run that ended this long ago gives its idempotency key back (24 h, as upstream). */
   keyRetentionMs: number;
   /** A run that ended this long ago is deleted. */
   runRetentionMs: number;
@@ -53,7 +53,7 @@ const STOPPED_BY_PEER = "stopped by the peer (hermes peer stop)";
 const INTERRUPTED_BY_STOP = "the gateway stopped while this run was running; it was not re-run (its turn may have had effects)";
 
 /**
- * §5.2 the run registry: turns other gateways start in this gateway's canonical Bot Chats. Each
+ * The run registry: turns other gateways start in this gateway's canonical Bot Chats. Each
  * run is a durable row (store/runs-store.ts) moving through core/peers/run.ts; its turn waits in
  * the Bot Chat's lane behind whatever runs there (never refused). Idempotency keys are checked and
  * recorded in the same commit as the row, so a retry after a crash or a lost answer finds them.

@@ -75,7 +75,7 @@ const MAX_FRAME_BYTES = 8 * 1024 * 1024;
 const WELCOME_TIMEOUT_MS = 15_000;
 
 /**
- * The gateway's side of the relay (§5.1): dials OUT (so it works from behind NAT), keeps one
+ * The gateway's side of the relay: dials OUT (so it works from behind NAT), keeps one
  * Connect stream open with keepalive pings, reconnects with back-off, announces this gateway's
  * bots, carries deliveries both ways and serves tunnelled room calls.
  *
@@ -109,7 +109,8 @@ export class RelayClient {
     this.client = new RelayServiceClient(target, clientCredentials(tls), {
       "grpc.max_receive_message_length": MAX_FRAME_BYTES,
       "grpc.max_send_message_length": MAX_FRAME_BYTES,
-      // Pings keep a NAT mapping alive and detect a dead path; the relay's policy allows them (§C.6).
+      // Pings keep a NAT mapping alive and detect a dead path; the relay allows them, also without
+      // calls, down to its min_client_ping_seconds (5 s by default).
       "grpc.keepalive_time_ms": options.keepaliveMs ?? 20_000,
       "grpc.keepalive_timeout_ms": options.keepaliveTimeoutMs ?? 10_000,
       "grpc.keepalive_permit_without_calls": 1,

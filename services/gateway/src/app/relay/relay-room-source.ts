@@ -12,7 +12,7 @@ import type { TunnelHandlers } from "./tunnel-handlers.js";
 /**
  * `relay://<connection>` names a room authority by its relay connection: the gateway nobody can
  * dial (behind NAT) that keeps a stream open to the relay. Replication then runs through the
- * relay tunnel (§5.1) instead of a direct gRPC connection.
+ * relay tunnel instead of a direct gRPC connection.
  */
 export const RELAY_SOURCE_PREFIX = "relay://";
 

@@ -11,7 +11,7 @@ function parseResult(json: string, method: string): unknown {
 }
 
 /**
- * Calls a method on another gateway through the relay tunnel (§5.1): how this gateway reaches a
+ * Calls a method on another gateway through the relay tunnel: how this gateway reaches a
  * room authority (or a member) that nobody can dial. Authenticated by this gateway's own
  * connection key; errors keep the reason the other gateway (or the relay) gave.
  */

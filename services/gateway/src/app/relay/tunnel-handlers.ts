@@ -13,7 +13,7 @@ export type TunnelHandler =
   | { kind: "stream"; run(params: Record<string, unknown>, ctx: TunnelContext, emit: (item: unknown) => void): Promise<void> };
 
 /**
- * The methods this gateway serves to other gateways through the relay tunnel (§5.1): room reads
+ * The methods this gateway serves to other gateways through the relay tunnel: room reads
  * (`groups.log`, `groups.subscribe`) and turn requests, registered by the modules that own them.
  * Anything not registered is refused with `method_not_found`; the relay itself forwards blindly.
  */

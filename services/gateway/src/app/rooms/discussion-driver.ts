@@ -97,7 +97,7 @@ class Halt extends Error {
 const HALTING_REASONS = new Set(["not_authority", "authority_conflict", "room_disbanded", "not_found", "replica_quarantined"]);
 
 /**
- * The discussion driver (DESIGN §3.6) of the rooms this gateway leads. Everything it does is
+ * The discussion driver of the rooms this gateway leads. Everything it does is
  * decided by the pure policy (core/rooms/discussion.ts) from the room log, and everything it
  * decides is written to the log before it acts on it:
  *
@@ -558,7 +558,7 @@ export class DiscussionDriver implements RoomDriverHooks {
   }
 }
 
-/** The reason_code and text of a failed member turn: §4 reasons kept, platform errors mapped onto them. */
+/** The reason_code and text of a failed member turn: delivery reasons kept, platform errors mapped onto them. */
 function turnFailure(err: unknown): { reason: string; text: string } {
   const e = toHermesError(err);
   if (e.reason === "unknown_target" || e.reason === "discussion_stopped") return { reason: e.reason, text: e.message };

@@ -23,7 +23,7 @@ export interface GroupCommitHooks {
 }
 
 /**
- * Group commit (§3.1, "acknowledged = durable"): every append submitted while the event loop is
+ * Group commit ("acknowledged = durable"): every append submitted while the event loop is
  * busy — unary sends, JSON-RPC sends, Append stream messages — waits for the next flush, which plans
  * them with the pure core (planAppendBatch per room) and commits ALL of them in one IMMEDIATE
  * transaction at synchronous=FULL: one fsync for the whole batch. Each promise settles only after

@@ -50,7 +50,7 @@ export interface PageSink<P extends AnyPage = AnyPage> {
 export type PageReader = (since: number, first: boolean) => AnyPage;
 
 /**
- * One live tail (`groups.subscribe`, §3.3): a handshake page from since_seq, then pages of whatever
+ * One live tail (`groups.subscribe`): a handshake page from since_seq, then pages of whatever
  * commits, read back from the store after each commit, so the subscriber sees exactly the durable
  * log, in order, with no gap, whatever the batching. A slow subscriber gets bigger pages, not an
  * unbounded buffer: nothing is read while its transport is full.

@@ -47,7 +47,7 @@ function parseResult(value: unknown, where: string): MemberTurnResult {
 }
 
 /**
- * Where each member's turn runs (DESIGN §3.6), by the gateway hosting it: rooms store every
+ * Where each member's turn runs, by the gateway hosting it: rooms store every
  * member with its host (the store fills in the writer of member lists that lack one), so after an
  * authority move the creator's bots still run on the creator. Members hosted here (or naming no
  * gateway at all) run here; a member on another gateway runs there — directly over gRPC

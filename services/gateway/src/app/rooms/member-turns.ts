@@ -38,7 +38,7 @@ const REMEMBERED_TURNS = 512;
 type Remembered = { ok: true; result: MemberTurnResult } | { ok: false; error: HermesError };
 
 /**
- * Member turns of profiles on THIS gateway (DESIGN §3.6), through the turn engine's pieces: the
+ * Member turns of profiles on THIS gateway, through the turn engine's pieces: the
  * member's room session (created on first use, with its routing entry), its lane (one turn at a
  * time per session, queued behind whatever runs there), model resolution (session `/model` >
  * channel override for platform `room` > global), the warm-agent cache and the provider chain
@@ -215,7 +215,7 @@ export class LocalMemberTurns {
 export interface MemberTurnServerDeps {
   local: LocalMemberTurns;
   gatewayId: string;
-  /** Self-fencing: a request names the room's authority and epoch (§3.4). */
+  /** Self-fencing: a request names the room's authority and epoch. */
   observe(roomId: string, authority: Authority): void;
   logger: Logger;
 }

@@ -70,7 +70,7 @@ interface Follower {
 }
 
 /**
- * Pull replication (§3.3): the pull loop of core/rooms/testing/pull.ts against a real RoomSource,
+ * Pull replication: the pull loop of core/rooms/testing/pull.ts against a real RoomSource,
  * each page applied in one transaction by the store (synchronous=NORMAL), the next page already in
  * flight while one is applied; and `follow`, which tails the authority through Subscribe with
  * reconnect and back-off until stopped.
@@ -256,7 +256,7 @@ export class Replicator {
     }
   }
 
-  /** A source that answers not_authority names the newer authority: a gateway leading the room fences itself (§3.4). */
+  /** A source that answers not_authority names the newer authority: a gateway leading the room fences itself. */
   private observeRedirect(roomId: string, e: HermesError): void {
     if (e.reason !== "not_authority") return;
     const a = e.data.authority as { gateway_id?: unknown; epoch?: unknown } | undefined;
@@ -355,8 +355,8 @@ export class Replicator {
 
   /**
    * After a promote, tells the previous source about the new claim (a log call carrying it), so an
-   * old authority that is still writable fences itself as soon as it can be reached (§3.4
-   * self-fencing). Retries with back-off until the source answers; a failure changes nothing.
+   * old authority that is still writable fences itself as soon as it can be reached
+   * (self-fencing). Retries with back-off until the source answers; a failure changes nothing.
    */
   noticeNewAuthority(roomId: string, authority: Authority): void {
     const spec = this.lastSource.get(roomId);

@@ -6,8 +6,8 @@ import { type PeerDirectory, peerKeyName } from "../peers/peer-directory.js";
 import { fromWireEvent, fromWirePage } from "./wire.js";
 
 /**
- * Where a replica pulls a room from (§3.3). The replicator only needs `log` and `subscribe`, so the
- * transport is pluggable: a direct gRPC connection today, a relay tunnel (§5.1) later.
+ * Where a replica pulls a room from. The replicator only needs `log` and `subscribe`, so the
+ * transport is pluggable: a direct gRPC connection, or the relay tunnel.
  */
 export interface RoomSource {
   /** For messages and replica_state, e.g. `grpc://10.0.0.5:7440` or `peer vps`. */
@@ -16,7 +16,7 @@ export interface RoomSource {
   log(request: SourceLogRequest): Promise<LogPage>;
   /** The live tail from since_seq: the first page is the handshake. Ends (or throws) when the stream does. */
   subscribe(request: SourceSubscribeRequest, signal: AbortSignal): AsyncIterable<LogPage>;
-  /** Operator reposts of preserved messages, appended on the authority (§3.5); optional for a transport. */
+  /** Operator reposts of preserved messages, appended on the authority; optional for a transport. */
   repost?(roomId: string, messages: RepostMessage[]): Promise<{ event: RoomEvent; idempotent: boolean }[]>;
   close(): void;
 }
@@ -32,7 +32,7 @@ export interface SourceLogRequest {
   room_id: string;
   since_seq: number;
   limit: number;
-  /** The authority this gateway knows for the room, so the source can fence itself (§3.4). */
+  /** The authority this gateway knows for the room, so the source can fence itself. */
   known?: Authority | undefined;
 }
 

@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 
 /**
- * Room metrics (§3.3, §7). No per-room labels: a gateway may hold thousands of rooms, and a label
+ * Room metrics. No per-room labels: a gateway may hold thousands of rooms, and a label
  * per room would make every scrape grow with them. Per-room detail is in `groups.replica_state`.
  */
 export class RoomsMetrics {

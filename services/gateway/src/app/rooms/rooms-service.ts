@@ -116,7 +116,7 @@ export interface RoomsServiceDeps {
 }
 
 /**
- * The discussion driver (§3.6, app/rooms/discussion-driver.ts) as the rooms service sees it: told
+ * The discussion driver (app/rooms/discussion-driver.ts) as the rooms service sees it: told
  * about commits and authority changes, asked for status and to stop a room's discussion.
  */
 export interface RoomDriverHooks {
@@ -221,7 +221,7 @@ function checkedRoomId(value: unknown): string {
 }
 
 /**
- * The rooms of one gateway (§3): the pure core decides, the store applies each decision in one
+ * The rooms of one gateway: the pure core decides, the store applies each decision in one
  * transaction, and this service wires them to group commit, replication, live tail, metrics. The
  * gRPC and JSON-RPC adapters are thin layers over these methods.
  */
@@ -389,7 +389,7 @@ export class RoomsService {
     return outcome;
   }
 
-  /** Self-fencing on an observation of (room, authority) from a peer (§3.4). */
+  /** Self-fencing on an observation of (room, authority) from a peer. */
   observe(roomId: string, observed: Authority): void {
     const state = this.store.state(roomId);
     if (!state) return;
@@ -513,7 +513,7 @@ export class RoomsService {
   }
 
   /**
-   * `groups.promote` (§3.4): refused without confirm=true; stops following; makes the replica log
+   * `groups.promote`: refused without confirm=true; stops following; makes the replica log
    * durable (a FULL commit); then claims max(durable epochs) + 1 with authority.claimed, persisted
    * with the epoch counter in one transaction before anything uses it.
    */
@@ -536,7 +536,7 @@ export class RoomsService {
     return plan.result;
   }
 
-  /** `groups.demote` (§3.4) on the old authority. */
+  /** `groups.demote` on the old authority. */
   demote(params: { room_id: unknown; observed_gateway_id?: unknown; observed_epoch?: unknown }): DemoteResult {
     const roomId = checkedRoomId(params.room_id);
     const { state } = this.room(roomId);
@@ -631,7 +631,7 @@ export class RoomsService {
   }
 
   /**
-   * Re-appends chosen preserved messages to the winning lineage (§3.5) as new `message.user` events
+   * Re-appends chosen preserved messages to the winning lineage as new `message.user` events
    * by the operator, with the same text (and thread). Branches are preserved on the gateway that
    * lost (a replica), so that is where this runs: it reads the chosen events and, unless it leads the
    * room itself, hands them to the authority it replicates from. Each message's event id is derived

@@ -3,9 +3,9 @@ import { HermesError, ID_RULE, isoTime } from "@hermes/common";
 import { z } from "zod";
 import type { DeliveryReason } from "./reasons.js";
 
-/** §4: `message_agent(target, message ≤ 16,000 chars)`. Counted in Unicode code points, so an emoji is one character. */
+/** `message_agent(target, message ≤ 16,000 chars)`. Counted in Unicode code points, so an emoji is one character. */
 export const MESSAGE_LIMIT_CHARS = 16_000;
-/** §4 default envelope TTL: a delivery still queued after this long expires with `queued_expired`. */
+/** Default envelope TTL: a delivery still queued after this long expires with `queued_expired`. */
 export const DEFAULT_TTL_SECONDS = 900;
 /** Upper bound on a TTL, so a typo cannot park mail for months. */
 export const MAX_TTL_SECONDS = 7 * 24 * 3600;

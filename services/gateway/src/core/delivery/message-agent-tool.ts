@@ -5,7 +5,7 @@ import { TARGET_FORMS } from "./targets.js";
 
 export const MESSAGE_AGENT_TOOL_NAME = "message_agent";
 
-/** §4: offered only in a profile's canonical Bot Chat session. */
+/** Offered only in a profile's canonical Bot Chat session. */
 export const MESSAGE_AGENT_TOOL: ToolSpec = {
   name: MESSAGE_AGENT_TOOL_NAME,
   description:

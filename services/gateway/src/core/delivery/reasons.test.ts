@@ -163,7 +163,7 @@ describe("classifyProviderError", () => {
 });
 
 describe("DELIVERY_REASONS", () => {
-  it("lists exactly the twelve §4 reasons, each in the shared REASONS table", () => {
+  it("lists exactly the twelve delivery reasons, each in the shared REASONS table", () => {
     expect(DELIVERY_REASONS).toHaveLength(12);
     for (const reason of DELIVERY_REASONS) expect(Object.hasOwn(REASONS, reason)).toBe(true);
   });
@@ -174,7 +174,7 @@ describe("DELIVERY_REASONS", () => {
     expect(isDeliveryReason(7)).toBe(false);
   });
 
-  it("receipts also keep the two refusal reasons typed (not §4 turn failures, but real ends of a delivery)", () => {
+  it("receipts also keep the two refusal reasons typed (not turn failures, but real ends of a delivery)", () => {
     expect(REFUSAL_REASONS).toEqual(["unknown_target", "idempotency_conflict"]);
     expect(RECEIPT_REASONS).toEqual([...DELIVERY_REASONS, ...REFUSAL_REASONS]);
     for (const reason of REFUSAL_REASONS) {

@@ -1,7 +1,7 @@
 import type { ErrorReason } from "@hermes/common";
 
 /**
- * §4 typed delivery reasons. A failed bot turn or delivery carries exactly one of these as a field
+ * Typed delivery reasons. A failed bot turn or delivery carries exactly one of these as a field
  * end to end (receipt, relay frame, completion notification), so a calling bot branches on the code
  * instead of parsing provider prose. Every code is also a key of the shared REASONS table, which
  * gives it a gRPC status and a CLI exit code.
@@ -30,7 +30,7 @@ export const DELIVERY_REASONS = [
  */
 export const REFUSAL_REASONS = ["unknown_target", "idempotency_conflict"] as const satisfies readonly ErrorReason[];
 
-/** Every reason a receipt can carry: the §4 twelve plus the refusals. */
+/** Every reason a receipt can carry: the twelve delivery reasons plus the refusals. */
 export const RECEIPT_REASONS = [...DELIVERY_REASONS, ...REFUSAL_REASONS] as const;
 
 export type DeliveryReason = (typeof RECEIPT_REASONS)[number];
@@ -75,7 +75,7 @@ interface Rule {
 }
 
 /**
- * First match wins, in this order (§4, upstream bot_failure_reasons): auth > quota > rate limit >
+ * First match wins, in this order (as upstream's bot_failure_reasons): auth > quota > rate limit >
  * server error > context overflow > missing config > model unavailable > unknown. The order matters:
  * OpenAI reports an exhausted quota as HTTP 429 `insufficient_quota`, which must read as quota (never
  * retried), not as a rate limit (retried). Patterns use word boundaries so "author", "quotation" or
@@ -174,7 +174,7 @@ function statusFromCode(code: ProviderErrorFacts["code"]): number | undefined {
 }
 
 /**
- * Maps a provider failure to its §4 reason. Pure and total: any input (even an empty message) gets a
+ * Maps a provider failure to its delivery reason. Pure and total: any input (even an empty message) gets a
  * reason, `unknown` when nothing matches. The caller keeps the provider's text next to the reason.
  */
 export function classifyProviderError(facts: ProviderErrorFacts): ProviderFailureReason {

@@ -64,7 +64,7 @@ function refusal(fn: () => unknown): IllegalTransitionError {
 }
 
 describe("receipt JSON", () => {
-  it("has exactly the §4 fields", () => {
+  it("has exactly the receipt fields", () => {
     const r = toReceipt(settle(claim(queued(), sec(1)), "the answer", sec(3)));
     expect(r).toEqual({
       delivery_id: "dlv_1",
@@ -351,7 +351,7 @@ describe("state machine properties (random event sequences)", () => {
 });
 
 describe("completionFor", () => {
-  it("is undefined while open and the §4 notification once ended", () => {
+  it("is undefined while open and the completion notification once ended", () => {
     expect(completionFor(inState("queued"))).toBeUndefined();
     expect(completionFor(inState("claimed"))).toBeUndefined();
     expect(completionFor(inState("settled"))).toBe("ok");

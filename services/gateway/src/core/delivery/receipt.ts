@@ -4,7 +4,7 @@ import type { DeliveryReason } from "./reasons.js";
 import { decideRetry, MAX_DELIVERY_ATTEMPTS } from "./retry-policy.js";
 
 /**
- * §4 delivery states. `queued → claimed → settled | failed | cancelled | expired | ambiguous`, plus
+ * Delivery states. `queued → claimed → settled | failed | cancelled | expired | ambiguous`, plus
  * the two edges the single-retry rule and cancellation need:
  *
  *   queued  ──claim──▶ claimed ──settle──▶ settled
@@ -24,7 +24,7 @@ export function isTerminal(state: ReceiptState): boolean {
   return TERMINAL_STATES.has(state);
 }
 
-/** The receipt exactly as `hermes deliveries show ID --json` prints it (§4). */
+/** The receipt exactly as `hermes deliveries show ID --json` prints it. */
 export interface Receipt {
   delivery_id: string;
   /** The sender as `<profile>@<gateway>`. */
@@ -77,7 +77,7 @@ export function createRecord(envelope: DeliveryEnvelope, now: number): DeliveryR
   };
 }
 
-/** The §4 JSON shape, without the internal fields. */
+/** The receipt's JSON shape, without the internal fields. */
 export function toReceipt(record: DeliveryRecord): Receipt {
   const { delivery_id, from, target, state, reason, error, attempts, created_at, settled_at, reply } = record;
   return { delivery_id, from, target, state, reason, error, attempts, created_at, settled_at, reply };

@@ -1,7 +1,7 @@
 import { HermesError } from "@hermes/common";
 import type { DeliveryReason } from "./reasons.js";
 
-/** §4: a delivery turn runs at most twice: the first attempt and one retry. */
+/** A delivery turn runs at most twice: the first attempt and one retry. */
 export const MAX_DELIVERY_ATTEMPTS = 2;
 
 /**
@@ -39,7 +39,7 @@ export function isRetryableReason(reason: DeliveryReason): boolean {
   return RETRYABLE[reason] !== undefined;
 }
 
-/** The single-retry rule of §4 as a pure decision. */
+/** The single-retry rule (docs/PROTOCOL.md "Errors") as a pure decision. */
 export function decideRetry(question: RetryQuestion): RetryDecision {
   const { reason, attempts } = question;
   if (!Number.isInteger(attempts) || attempts < 1) {

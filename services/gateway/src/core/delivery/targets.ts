@@ -1,7 +1,7 @@
 import { DEFAULT_PROFILE, HermesError } from "@hermes/common";
 
 /**
- * §4 message targets:
+ * Message targets:
  *   `<profile>`               a bot on this gateway (its name or a former name), or a unique bare handle elsewhere
  *   `<handle>@<connection>`   a bot on another gateway reached through the relay
  *   `<peer>/<profile>`        a bot on a directly registered peer (`<peer>` alone: its default profile)
@@ -17,7 +17,7 @@ export type ParsedTarget =
 
 export interface LocalBot {
   profile: string;
-  /** Former names (after renames); they keep resolving (§2.2). */
+  /** Former names (after renames); they keep resolving. */
   aliases?: readonly string[];
   title?: string;
 }

@@ -1,5 +1,5 @@
 /**
- * §2.1 The identity registry: every column that holds a profile name, or a key or JSON document
+ * The identity registry: every column that holds a profile name, or a key or JSON document
  * with one embedded. Rename and delete act on exactly these columns, so a module that adds such a
  * column adds its table to IDENTITY_REGISTRY below (and nothing else needs to know).
  */
@@ -15,7 +15,7 @@ export type IdentityColumn =
   | { table: string; column: string; kind: "json-path"; path: string; value: "plain" | "key-prefix" };
 
 /**
- * What happens to a table's rows when their profile is deleted (§2.2): most identity rows are
+ * What happens to a table's rows when their profile is deleted: most identity rows are
  * deleted; delivery obligations are kept, the open ones marked abandoned. `by` narrows which
  * columns make a row the profile's own (default: any of its plain and key-prefix columns); `when`
  * narrows a `set` to rows whose column holds that value.
@@ -79,7 +79,7 @@ export const IDENTITY_REGISTRY: IdentityTable[] = [
     columns: [{ table: "profile_aliases", column: "profile_name", kind: "plain" }],
     purge: { kind: "delete" },
   },
-  // §3 rooms (store/migrations/002-rooms.ts): the membership handles of this gateway's profiles.
+  // Rooms (store/migrations/002-rooms.ts): the membership handles of this gateway's profiles.
   // The room log (room.created / members_changed payloads) is hash-chained and never rewritten; old
   // names keep resolving as aliases there. A deleted profile leaves the rooms (rows deleted).
   {
@@ -87,7 +87,7 @@ export const IDENTITY_REGISTRY: IdentityTable[] = [
     columns: [{ table: "room_members", column: "profile", kind: "plain" }],
     purge: { kind: "delete" },
   },
-  // §4 deliveries (store/migrations/003-deliveries.ts). The outbox names its sender, the sender's
+  // Deliveries (store/migrations/003-deliveries.ts). The outbox names its sender, the sender's
   // Bot Chat (where the completion notification goes) and, for local routes, the target profile.
   // The ingress names the target profile and the session its turn runs in; its sender is stored
   // qualified (`<profile>@<gateway>`), the sending gateway's statement, so it is not rekeyed here.
@@ -110,7 +110,7 @@ export const IDENTITY_REGISTRY: IdentityTable[] = [
     ],
     purge: { kind: "delete" },
   },
-  // §5.2 peer runs (store/migrations/004-peer-runs.ts): the profile whose Bot Chat runs them. The
+  // Peer runs (store/migrations/004-peer-runs.ts): the profile whose Bot Chat runs them. The
   // sender is the calling gateway's statement, not rekeyed. A deleted profile's runs are purged
   // (queued ones were dropped from its lanes first).
   {

@@ -15,7 +15,7 @@ export interface RoutingChanges {
 }
 
 /**
- * The gateway's in-memory routing index (§2): routing key → session. It records what changed
+ * The gateway's in-memory routing index: routing key → session. It records what changed
  * since the last persist, so the store writes only that. Rekeying happens here first, under the
  * same synchronous step as the DB rewrite, so no later persist can write the old name back.
  */

@@ -1,6 +1,6 @@
 import { DEFAULT_PROFILE } from "@hermes/common";
 
-/** §2: `agent:<profile>:<platform>:<chat_type>:<chat_id>[:<thread_id>]`. */
+/** A session's routing key: `agent:<profile>:<platform>:<chat_type>:<chat_id>[:<thread_id>]`. */
 export interface RoutingOrigin {
   profile: string;
   platform: string;
@@ -33,7 +33,7 @@ export function rekeyRoutingKey(key: string, oldProfile: string, newProfile: str
   return key.startsWith(oldPrefix) ? profileKeyPrefix(newProfile) + key.slice(oldPrefix.length) : key;
 }
 
-/** The canonical Bot Chat of a profile (§4): one per profile, created with it. */
+/** The canonical Bot Chat of a profile: one per profile, created with it. */
 export function botChatOrigin(profile: string): RoutingOrigin {
   return { profile, platform: "bot", chat_type: "dm", chat_id: "bot-chat" };
 }

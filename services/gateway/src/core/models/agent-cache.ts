@@ -61,7 +61,7 @@ export type FallbackVerdict =
   | { evict: true; why: "provider_fallback" | "provider_mismatch" | "model_mismatch" | "no_baseline"; detail: string };
 
 /**
- * §6 post-turn fallback check: should the cached agent be dropped after a successful turn?
+ * Post-turn fallback check: should the cached agent be dropped after a successful turn?
  *
  * 1. The provider-fallback flag first. Only a real fallback sets it, and a name comparison cannot
  *    see a fallback that serves the configured model name from another endpoint.

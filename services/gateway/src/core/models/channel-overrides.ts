@@ -1,6 +1,6 @@
 import { HermesError } from "@hermes/common";
 
-/** `platforms.<platform>.channel_overrides.<id>` (§6). Every key is optional; what is left out falls back to the global config. */
+/** `platforms.<platform>.channel_overrides.<id>`. Every key is optional; what is left out falls back to the global config. */
 export interface ChannelOverride {
   model?: string | undefined;
   provider?: string | undefined;
@@ -99,7 +99,7 @@ function firstOf(layers: [ModelSource, string | undefined][]): [ModelSource, str
 }
 
 /**
- * §6 resolution: session `/model` override > channel override > global config, for the model and,
+ * Resolution: session `/model` override > channel override > global config, for the model and,
  * independently, for the provider. A channel that sets only a provider keeps the global model on
  * that provider (the documented "provider-only override" case).
  */

@@ -1,5 +1,5 @@
 /**
- * Context compaction for the single retry after `context_overflow` (§4): the same session is kept,
+ * Context compaction for the single retry after `context_overflow`: the same session is kept,
  * but its transcript is replaced with a shorter one before the turn runs again, so the retry fits
  * where the first attempt did not. Pure: the caller stores the result.
  */

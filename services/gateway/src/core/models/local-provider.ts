@@ -27,7 +27,7 @@ const NOT_A_TARGET = new Set(
 );
 
 /**
- * The deterministic `local` provider (§6): no network, the same output for the same input, good
+ * The deterministic `local` provider: no network, the same output for the same input, good
  * enough to demo rooms and delivery. It answers in the bot's persona, passes in a room when the
  * newest message addresses someone else, calls `message_agent` when asked to reach a teammate, and
  * reads the transcript for simple context questions.

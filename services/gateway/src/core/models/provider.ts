@@ -41,7 +41,7 @@ export interface TurnRequest {
 
 export type TurnResult = { kind: "text"; text: string } | { kind: "tool_calls"; tool_calls: ToolCall[]; text?: string | undefined };
 
-/** §6: one turn = messages (+ tools) in, text or tool calls out; failures reject with ProviderError. */
+/** One turn = messages (+ tools) in, text or tool calls out; failures reject with ProviderError. */
 export interface Provider {
   /** The key this provider has in config (`openai`, `local`, …). */
   readonly name: string;
@@ -62,7 +62,7 @@ export interface ProviderErrorDetails {
 export const RAW_BODY_LIMIT = 4096;
 
 /**
- * A failed turn with its §4 reason as a field and the provider's own text as the message, so the
+ * A failed turn with its delivery reason as a field and the provider's own text as the message, so the
  * completion notification can say `[reason: provider_quota_limit]: You exceeded your current quota…`.
  */
 export class ProviderError extends HermesError {

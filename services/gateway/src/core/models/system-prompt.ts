@@ -54,7 +54,7 @@ export function relayTeammate(bot: RemoteBot): RosterEntry {
 
 /**
  * The bot's own system prompt: who it is (persona, SOUL.md) and, in its canonical Bot Chat only,
- * the teammate roster with the messaging protocol (§4). The ephemeral channel prompt is added per
+ * the teammate roster with the messaging protocol. The ephemeral channel prompt is added per
  * turn by composeSystemPrompt and is not part of this text. Deterministic for equal input, so the
  * agent signature (and the provider's prompt cache) stays stable across turns.
  */

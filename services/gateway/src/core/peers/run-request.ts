@@ -5,7 +5,7 @@ import { messageLength } from "../delivery/envelope.js";
 
 /** Longest peer message, in characters (code points): a long task description, not a file transfer. */
 export const PEER_INPUT_LIMIT_CHARS = 64_000;
-/** §5.2 explicit idempotency keys: 1–255 characters, no CR, LF or NUL. */
+/** Explicit idempotency keys: 1–255 characters, no CR, LF or NUL. */
 export const IDEMPOTENCY_KEY_MAX_CHARS = 255;
 const GATEWAY_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const SENDER_NAME_MAX_CHARS = 200;

@@ -2,7 +2,7 @@ import { HermesError, isoTime } from "@hermes/common";
 import type { DeliveryReason } from "../delivery/reasons.js";
 
 /**
- * §5.2 peer runs: one turn in a profile's canonical Bot Chat, started by another gateway.
+ * Peer runs: one turn in a profile's canonical Bot Chat, started by another gateway.
  *
  *   queued ──start──▶ running ──complete──▶ completed
  *     │                 ├──fail──▶ failed

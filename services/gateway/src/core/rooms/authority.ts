@@ -6,7 +6,7 @@ import type { Authority, DemotionRecord, RoomEvent, RoomState } from "./types.js
 import { checkId } from "./validation.js";
 
 /**
- * Authority transfer (§3.4): promote on the replacement, demote on the old authority, and
+ * Authority transfer: promote on the replacement, demote on the old authority, and
  * self-fencing whenever an authority learns of a newer (or competing) epoch for its room.
  */
 
@@ -51,7 +51,7 @@ export interface PromoteInput {
   stored: EventIdLookup;
 }
 
-/** `groups.promote` result (§3.4). */
+/** `groups.promote` result. */
 export interface PromoteResult {
   room_id: string;
   authority_gateway_id: string;

@@ -39,7 +39,7 @@ function write(value: unknown, path: string): string {
   }
 }
 
-/** Size in UTF-8 bytes, the unit of every byte limit in §3. */
+/** Size in UTF-8 bytes, the unit of every byte limit of rooms. */
 export function utf8Bytes(text: string): number {
   return Buffer.byteLength(text, "utf8");
 }

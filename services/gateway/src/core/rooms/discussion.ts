@@ -3,7 +3,7 @@ import type { EventKind, RoomEvent } from "./types.js";
 import type { Member } from "./validation.js";
 
 /**
- * The discussion policy of a room (DESIGN §3.6), as pure functions of the room log: what the
+ * The discussion policy of a room, as pure functions of the room log: what the
  * driver does next is decided from the events since the newest user message and nothing else,
  * so a restarted (or newly promoted) authority decides exactly what the old one would have.
  *

@@ -16,7 +16,7 @@ export interface HashedFields {
 }
 
 /**
- * `sha256hex(prev_hash ‖ canonical([seq, event_id, kind, actor, epoch, payload]))` (§3.1).
+ * `sha256hex(prev_hash ‖ canonical([seq, event_id, kind, actor, epoch, payload]))` (docs/PROTOCOL.md "Hash chain").
  * actor and payload are re-canonicalised from their JSON text, so a peer that stored the same values
  * with different whitespace or key order still computes the same hash. This is the definition.
  */

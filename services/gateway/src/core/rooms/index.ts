@@ -1,5 +1,5 @@
 /**
- * Public surface of the replicated-rooms core (§3): pure functions, no I/O, clock and ids as inputs.
+ * Public surface of the replicated-rooms core: pure functions, no I/O, clock and ids as inputs.
  * See README.md in this folder for the contract the store and adapters build on.
  */
 export * from "./append.js";

@@ -1,5 +1,5 @@
 /**
- * Limits of §3.1 and §3.2, in one place so the store, the adapters and the CLI quote the same numbers.
+ * Room limits, in one place so the store, the adapters and the CLI quote the same numbers.
  * Sizes are UTF-8 bytes of the canonical JSON unless the name says otherwise.
  */
 
@@ -23,7 +23,8 @@ export const MAX_LOG_LIMIT = 500;
 export const DEFAULT_LOG_LIMIT = 100;
 /**
  * Replication pages (the packed encoding a replica asks for) may carry up to this many events: fewer,
- * bigger pages are what lets catch-up approach the transport's limit (perf-baseline: page 5000).
+ * bigger pages are what lets catch-up approach the transport's limit (a bare gRPC pull of 200-byte
+ * events measured ~20 % faster with pages of 5000 than of 1000 on this kind of VM).
  */
 export const MAX_REPLICATION_LOG_LIMIT = 5000;
 /** Default byte budget of one page (sum of the JSON size of its events). */

@@ -6,7 +6,7 @@ import type { RoomEvent } from "./types.js";
 import { checkId, checkMembers, type Member } from "./validation.js";
 
 /**
- * One member turn of a discussion (DESIGN §3.6) as it travels from the room's authority to the
+ * One member turn of a discussion as it travels from the room's authority to the
  * gateway the member lives on (in process, over gRPC `RunMemberTurn`, or through the relay
  * tunnel): the room, the turn, and the recent room messages up to what the member may see. The
  * member's gateway needs no copy of the room: everything the turn reads is in the request.

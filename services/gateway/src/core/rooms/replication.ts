@@ -5,7 +5,7 @@ import { type Refusal, refusal } from "./refusal.js";
 import type { Authority, DivergenceRecord, LocalLogLookup, LogPage, RoomEvent, RoomState } from "./types.js";
 
 /**
- * Pull replication (§3.3, §3.5): what a replica does with one `groups.log` page. The store applies
+ * Pull replication and divergence: what a replica does with one `groups.log` page. The store applies
  * the decision in ONE transaction:
  * - `apply`: insert `events`, save `state`.
  * - `noop`: nothing to insert (identical overlap or an empty page); save `state` (latest_seq/authority may move).
@@ -31,7 +31,7 @@ export type ReplicationDecision =
   | { kind: "quarantined"; refusal: Refusal; state: RoomState }
   | { kind: "refused"; refusal: Refusal; state: RoomState; fence: Authority | null };
 
-/** Reasons that quarantine a replica (§3.3): it keeps what it has and applies nothing more until released. */
+/** Reasons that quarantine a replica: it keeps what it has and applies nothing more until released. */
 export type QuarantineReason =
   | "replica_gap"
   | "hash_mismatch"

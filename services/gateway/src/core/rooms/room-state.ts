@@ -176,7 +176,7 @@ export function newReplicaState(roomId: string, selfGatewayId: string, sourceGat
 }
 
 /**
- * `caught_up` as §3.3 defines it: last_seq ≥ latest_seq of the last page. False before the first page
+ * `caught_up`: last_seq ≥ latest_seq of the last page. False before the first page
  * of the current authority (latest_seq 0: every room log has at least `room.created`).
  */
 export function isCaughtUp(state: RoomState): boolean {

@@ -1,9 +1,9 @@
 /**
- * Wire and state types of replicated rooms (§3). Field names are snake_case because they are the
+ * Wire and state types of replicated rooms. Field names are snake_case because they are the
  * wire format (JSON-RPC, ts-proto with snake_case fields) and the SQLite column names.
  */
 
-/** §3.1 event kinds. Only `message.user` may be appended by a client; the server sets every other kind. */
+/** Event kinds. Only `message.user` may be appended by a client; the server sets every other kind. */
 export const EVENT_KINDS = [
   "room.created",
   "room.renamed",
@@ -120,7 +120,7 @@ export interface PackedLogPage extends Omit<LogPage, "events"> {
 }
 
 /**
- * Safety of a room on this gateway (§3.2 `groups.replica_state`):
+ * Safety of a room on this gateway (`groups.replica_state`):
  * - `passive`: nothing is in effect; an authority accepts sends, a replica applies pages.
  * - `fenced`: this gateway was authority and learned of a newer (or competing) epoch; sends are refused until demoted.
  * - `diverged`: a local branch was moved to `room_divergent_events`; replication goes on (informational until released).
@@ -167,7 +167,7 @@ export interface RoomState {
 }
 
 /**
- * §3.5 divergence record: `count` events from `from_seq` on, written on the branch of
+ * Divergence record: `count` events from `from_seq` on, written on the branch of
  * (branch_gateway_id, branch_epoch), were moved to `room_divergent_events` because the lineage of
  * (winning_gateway_id, winning_epoch) does not contain them.
  */

@@ -20,7 +20,7 @@ export const transcriptMigration: Migration = {
 };
 
 /**
- * Sessions, the persisted routing index and the other identity-keyed tables of §2.1, plus the
+ * Sessions, the persisted routing index and the other identity-keyed tables (core/identity/registry.ts), plus the
  * transcript table for the default profile (whose home is HERMES_HOME itself).
  */
 export const identityMigration: Migration = {

@@ -1,11 +1,11 @@
 import type { Migration } from "@hermes/common";
 
 /**
- * §3.1 replicated rooms. One `rooms` row per room this gateway leads or replicates (a replica is a
+ * Replicated rooms. One `rooms` row per room this gateway leads or replicates (a replica is a
  * row whose authority_gateway_id is another gateway), its log in `room_events` (hash-chained, dense
  * seqs from 1), the epoch lineage, retired ids, and preserved divergent branches.
  *
- * Columns beyond §3.1 that the pure core needs (core/rooms/README.md): fenced_by_gateway_id,
+ * Columns the pure core needs beyond the room's own data (core/rooms/README.md): fenced_by_gateway_id,
  * max_epoch_seen, last_hash, safety_status, safety_reason. `next_seq` is last_seq + 1 on every row;
  * replica_last_seq / replica_latest_seq are set on replicas only. `replica_source_json` remembers
  * a followed peer (never a key) so following resumes after a restart.

@@ -1,7 +1,7 @@
 import type { Migration } from "@hermes/common";
 
 /**
- * §4 bot-to-bot delivery: the sender's outbox and the target's ingress, one row per delivery id on
+ * Bot-to-bot delivery: the sender's outbox and the target's ingress, one row per delivery id on
  * each side (a delivery between two bots of this gateway has a row in both). Both sides carry the
  * receipt fields of core/delivery/receipt.ts, so a row converts to a DeliveryRecord without joins.
  *

@@ -1,7 +1,7 @@
 import type { Migration } from "@hermes/common";
 
 /**
- * §5.2 peer runs: turns another gateway started in a canonical Bot Chat here (`hermes peer dm/run`).
+ * Peer runs: turns another gateway started in a canonical Bot Chat here (`hermes peer dm/run`).
  * `id` keeps the order runs were queued in (queued runs are queued again in that order at start).
  * An explicit idempotency key is unique per sender (`idempotency_scope` = `<profile>@<gateway>`);
  * the partial index is what makes "same key → the original run" durable across restarts. Keys of

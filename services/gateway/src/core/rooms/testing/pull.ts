@@ -1,8 +1,8 @@
 /**
- * The pull loop a replication adapter runs (§3.3), over simulated gateways: ask for pages since
+ * The pull loop a replication adapter runs, over simulated gateways: ask for pages since
  * last_seq, follow `refetch` (to confirm a divergence) and `cursor_conflict` (the source ends before
  * us), stop when caught up, quarantined or refused. The requester's known authority travels with each
- * request so the source can fence itself (§3.4).
+ * request so the source can fence itself.
  */
 import { formatAuthority } from "../lineage.js";
 import type { Refusal } from "../refusal.js";

@@ -48,7 +48,7 @@ export class SimGateway {
     return room;
   }
 
-  /** Max epoch in any durable state of this gateway (§3.4): every room's state and the high-water mark. */
+  /** Max epoch in any durable state of this gateway: every room's state and the high-water mark. */
   maxDurableEpoch(): number {
     let max = this.epochHighWater;
     for (const room of this.rooms.values()) max = Math.max(max, room.state.max_epoch_seen);
@@ -88,7 +88,7 @@ export class SimGateway {
     return plan.outcomes;
   }
 
-  /** `groups.log`. A requester that knows an authority passes it, so this gateway can fence itself (§3.4). */
+  /** `groups.log`. A requester that knows an authority passes it, so this gateway can fence itself. */
   log(
     roomId: string,
     params: LogReadParams,
