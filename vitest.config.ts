@@ -8,6 +8,7 @@ const alias = [
   { find: /^@hermes\/proto\/(.*)$/, replacement: here("./proto/src/gen/$1.ts") },
   { find: /^@hermes\/proto$/, replacement: here("./proto/src/index.ts") },
   { find: /^@hermes\/common\/client$/, replacement: here("./services/common/src/client.ts") },
+  { find: /^@hermes\/common\/pure$/, replacement: here("./services/common/src/pure/index.ts") },
   { find: /^@hermes\/common$/, replacement: here("./services/common/src/index.ts") },
   { find: /^@hermes\/coordinator$/, replacement: here("./services/coordinator/src/index.ts") },
   { find: /^@hermes\/gateway\/home$/, replacement: here("./services/gateway/src/app/home.ts") },

@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from "node:crypto";
-import { type ErrorReason, HermesError } from "./errors.js";
+import { type ErrorReason, HermesError } from "./pure/errors.js";
 
 /**
  * Constant-time comparison of two secrets. Both sides are hashed first so neither the length nor

@@ -1,24 +1,4 @@
-export interface BackoffOptions {
-  initialMs: number;
-  maxMs: number;
-  multiplier: number;
-  /** Fraction of the delay randomised either way (0.2 → ±20 %). */
-  jitter: number;
-  random?: () => number;
-}
-
-export const DEFAULT_BACKOFF: BackoffOptions = { initialMs: 250, maxMs: 30_000, multiplier: 1.6, jitter: 0.2 };
-
-/**
- * The delay before retry number `attempt` (0 for the first): exponential, capped, with jitter. A
- * pure function of its inputs (with `random` injected), for state machines that keep the attempt
- * count in their own state.
- */
-export function backoffDelayMs(attempt: number, options: BackoffOptions): number {
-  const { initialMs, maxMs, multiplier, jitter, random = Math.random } = options;
-  const base = Math.min(maxMs, initialMs * multiplier ** attempt);
-  return Math.max(0, Math.round(base * (1 + jitter * (2 * random() - 1))));
-}
+import { type BackoffOptions, backoffDelayMs, DEFAULT_BACKOFF } from "./pure/backoff.js";
 
 /** Exponential back-off with jitter for reconnect loops; `reset()` after a success. */
 export class Backoff {
@@ -30,7 +10,7 @@ export class Backoff {
   }
 
   nextDelayMs(): number {
-    const delay = backoffDelayMs(this.attempt, this.options);
+    const delay = backoffDelayMs(this.attempt, { ...this.options, random: this.options.random ?? Math.random });
     this.attempt += 1;
     return delay;
   }

@@ -1,10 +1,4 @@
-/** Time as an input, so core logic and tests never read the wall clock themselves. */
-export interface Clock {
-  now(): number;
-}
+import type { Clock } from "./pure/clock.js";
 
+/** The wall clock, which the shells hand to the core (the core itself only sees a `Clock`). */
 export const systemClock: Clock = { now: () => Date.now() };
-
-export function isoTime(ms: number): string {
-  return new Date(ms).toISOString();
-}

@@ -5,12 +5,15 @@ import { Metadata, status } from "@grpc/grpc-js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { apiKeyProblem, assertApiKey, bearerToken, KeyRing, secretsEqual } from "./auth.js";
-import { Backoff, backoffDelayMs } from "./backoff.js";
-import { readEnvFile, readYamlFile, validateConfig } from "./config.js";
-import { fromServiceError, HermesError, toServiceError } from "./errors.js";
+import { Backoff } from "./backoff.js";
+import { readEnvFile, readYamlFile } from "./config.js";
 import { sharedFolderWarning, writeFileAtomic } from "./files.js";
-import { assertProfileName, isValidId } from "./names.js";
+import { fromServiceError, GRPC_STATUS_OF_REASON, toServiceError } from "./grpc-status.js";
 import { type HostResolver, isLoopbackAddress, parseGrpcUrl, parseHostPort, plainTransportText, resolveListenAddress } from "./net.js";
+import { backoffDelayMs } from "./pure/backoff.js";
+import { validateConfig } from "./pure/config.js";
+import { HermesError, REASONS, toHermesError, toWireError } from "./pure/errors.js";
+import { assertProfileName, isValidId } from "./pure/names.js";
 import { openDatabase } from "./sqlite.js";
 
 let dir: string;
@@ -138,6 +141,16 @@ describe("errors over gRPC", () => {
     const unavailable = fromServiceError({ code: status.UNAVAILABLE, details: "down", metadata: new Metadata() } as never);
     expect(unavailable.reason).toBe("unavailable");
     expect(unavailable.exitCode).toBe(1);
+  });
+  it("a raw ServiceError caught anywhere keeps its reason through toHermesError and toWireError", () => {
+    // The pure errors module knows no gRPC; grpc-status.ts teaches it to read a ServiceError.
+    const raw = { ...toServiceError(new HermesError("replica_gap", "behind", { data: { from_seq: 4 } })), message: "x", name: "Error" };
+    expect(toHermesError(raw)).toMatchObject({ reason: "replica_gap", message: "behind", data: { from_seq: 4 } });
+    expect(toWireError(raw)).toEqual({ reason: "replica_gap", message: "behind", data_json: '{"from_seq":4}' });
+    expect(toHermesError({ code: 14, metadata: {} })).toMatchObject({ reason: "internal" }); // not a grpc-js Metadata: not a ServiceError
+  });
+  it("gives every reason a gRPC status", () => {
+    expect(Object.keys(GRPC_STATUS_OF_REASON).sort()).toEqual(Object.keys(REASONS).sort());
   });
 });
 

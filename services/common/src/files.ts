@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { connect } from "node:net";
 import { basename, dirname, join } from "node:path";
-import { HermesError } from "./errors.js";
+import { HermesError } from "./pure/errors.js";
 
 /**
  * The file-system calls writes go through. Production uses node:fs; a test passes one whose

@@ -13,9 +13,10 @@ import {
   status,
 } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fromServiceError, type HermesError, HermesError as HermesErrorClass, MAX_ERROR_MESSAGE_CHARS } from "./errors.js";
 import { adaptService, bindServer, GuardedServer } from "./grpc.js";
+import { fromServiceError } from "./grpc-status.js";
 import { createLogger } from "./logger.js";
+import { type HermesError, HermesError as HermesErrorClass, MAX_ERROR_MESSAGE_CHARS } from "./pure/errors.js";
 
 /**
  * Typed errors over real gRPC whatever their text, and a server no handler can bring down: every

@@ -7,10 +7,11 @@ import {
   type ServerInterceptor,
   type ServerOptions,
 } from "@grpc/grpc-js";
-import { HermesError, toServiceError } from "./errors.js";
 import { GuardedServer } from "./grpc.js";
+import { toServiceError } from "./grpc-status.js";
 import type { Logger } from "./logger.js";
 import { parseHostPort } from "./net.js";
+import { HermesError } from "./pure/errors.js";
 
 /** What one client may hold of a daemon's gRPC TCP port (the gateway's and the relay's). */
 export const GRPC_SERVER_LIMITS = {

@@ -9,8 +9,8 @@ import {
   HealthService,
   HealthCheckResponse_ServingStatus as ServingStatus,
 } from "@hermes/proto/grpc/health/v1/health";
-import { HermesError } from "./errors.js";
 import { adaptService, type GuardedServer } from "./grpc.js";
+import { HermesError } from "./pure/errors.js";
 
 export { ServingStatus };
 

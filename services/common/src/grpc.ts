@@ -15,9 +15,10 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { bearerToken, type KeyRing } from "./auth.js";
-import { fromServiceError, HermesError, toHermesError, toServiceError } from "./errors.js";
+import { fromServiceError, toServiceError } from "./grpc-status.js";
 import type { Logger } from "./logger.js";
 import type { Metrics } from "./metrics.js";
+import { HermesError, toHermesError } from "./pure/errors.js";
 
 export interface CallContext {
   metadata: Metadata;

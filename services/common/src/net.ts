@@ -1,6 +1,6 @@
 import { lookup as dnsLookup } from "node:dns/promises";
 import { BlockList, isIP } from "node:net";
-import { HermesError } from "./errors.js";
+import { HermesError } from "./pure/errors.js";
 
 export interface HostPort {
   host: string;

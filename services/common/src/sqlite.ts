@@ -1,6 +1,6 @@
 import Database from "better-sqlite3";
-import { HermesError } from "./errors.js";
 import { diskFullError, isDiskFull, makeDatabaseFilesPrivate } from "./files.js";
+import { HermesError } from "./pure/errors.js";
 
 export type Db = Database.Database;
 

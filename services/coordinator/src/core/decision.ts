@@ -1,4 +1,4 @@
-import { type ErrorReason, HermesError } from "@hermes/common/client";
+import { type ErrorReason, HermesError } from "@hermes/common/pure";
 
 /**
  * A typed "no" from the pure core: what was refused (`code`, stable and specific to this package),

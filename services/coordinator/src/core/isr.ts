@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common/client";
+import { HermesError } from "@hermes/common/pure";
 
 /**
  * In-sync replicas. A replica is in sync while it lags the authority's log end by at most

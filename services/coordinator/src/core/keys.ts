@@ -1,4 +1,4 @@
-import { HermesError, isValidId } from "@hermes/common/client";
+import { HermesError, isValidId } from "@hermes/common/pure";
 
 /**
  * The key layout of one coordinated mesh in etcd, all under one prefix:

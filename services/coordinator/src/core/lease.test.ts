@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common/client";
+import { HermesError } from "@hermes/common/pure";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { LeaseClock, leasePolicy, safeDeadline } from "./lease.js";
 

@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common/client";
+import { HermesError } from "@hermes/common/pure";
 
 /**
  * Lease arithmetic on a monotonic clock.

@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 import { expiresAt, payloadFingerprint, type RelayEnvelope, type SendRequest } from "./envelope.js";
 
 /**

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { HermesError, ID_RULE } from "@hermes/common";
+import { HermesError, ID_RULE } from "@hermes/common/pure";
 import { z } from "zod";
 import { isValidName, NAME_RULE } from "./names.js";
 

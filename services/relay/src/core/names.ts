@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 
 /**
  * Connection names and bot handles, as they appear in `<handle>@<connection>` targets: the same

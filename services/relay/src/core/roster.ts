@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 import { z } from "zod";
 import { NAME_RULE } from "./names.js";
 

@@ -123,7 +123,7 @@ export interface RosterUpdate {
 }
 
 export interface ErrorInfo {
-  /** A reason of the shared REASONS table (services/common/src/errors.ts). */
+  /** A reason of the shared REASONS table (services/common/src/pure/errors.ts). */
   reason: string;
   message: string;
   /** Extra machine-readable detail, JSON object text (may be empty). */

@@ -1,4 +1,4 @@
-import { type ErrorReason, HermesError, ID_RULE } from "@hermes/common";
+import { type ErrorReason, HermesError, ID_RULE } from "@hermes/common/pure";
 import { z } from "zod";
 import { messageLength } from "../delivery/envelope.js";
 import { canonicalJson, NotJsonError, utf8Bytes } from "../rooms/canonical-json.js";

@@ -1,4 +1,4 @@
-import { HermesError, ID_RULE, isValidId } from "@hermes/common";
+import { HermesError, ID_RULE, isValidId } from "@hermes/common/pure";
 import { z } from "zod";
 import { checkLabel, describeType, labelKey } from "./labels.js";
 

@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 import { describe, expect, it } from "vitest";
 import {
   assertDeliveryMessage,

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { HermesError, ID_RULE, isoTime } from "@hermes/common";
+import { HermesError, ID_RULE, isoTime } from "@hermes/common/pure";
 import { z } from "zod";
 import type { DeliveryReason } from "./reasons.js";
 

@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 import { describe, expect, it } from "vitest";
 import { MESSAGE_AGENT_TOOL, parseMessageAgentArgs } from "./message-agent-tool.js";
 

@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 import type { ToolSpec } from "../models/provider.js";
 import { assertDeliveryMessage, MESSAGE_LIMIT_CHARS } from "./envelope.js";
 import { TARGET_FORMS } from "./targets.js";

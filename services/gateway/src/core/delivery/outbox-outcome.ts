@@ -1,4 +1,4 @@
-import { isoTime } from "@hermes/common";
+import { isoTime } from "@hermes/common/pure";
 import { type DeliveryRecord, isTerminal, type Receipt } from "./receipt.js";
 
 /**

@@ -1,4 +1,4 @@
-import { REASONS } from "@hermes/common";
+import { REASONS } from "@hermes/common/pure";
 import { describe, expect, it } from "vitest";
 import {
   classifyProviderError,

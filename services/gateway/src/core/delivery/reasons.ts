@@ -1,4 +1,4 @@
-import type { ErrorReason } from "@hermes/common";
+import type { ErrorReason } from "@hermes/common/pure";
 
 /**
  * Typed delivery reasons. A failed bot turn or delivery carries exactly one of these as a field

@@ -1,4 +1,4 @@
-import { HermesError, isoTime } from "@hermes/common";
+import { HermesError, isoTime } from "@hermes/common/pure";
 import { completionNotification, type DeliveryEnvelope } from "./envelope.js";
 import type { DeliveryReason } from "./reasons.js";
 import { decideRetry, MAX_DELIVERY_ATTEMPTS } from "./retry-policy.js";

@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 import { describe, expect, it } from "vitest";
 import { type DeliveryReason, RECEIPT_REASONS } from "./reasons.js";
 import { decideRetry, isRetryableReason, MAX_DELIVERY_ATTEMPTS } from "./retry-policy.js";

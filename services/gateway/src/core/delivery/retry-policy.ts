@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 import type { DeliveryReason } from "./reasons.js";
 
 /** A delivery turn runs at most twice: the first attempt and one retry. */

@@ -1,4 +1,4 @@
-import { DEFAULT_PROFILE, HermesError } from "@hermes/common";
+import { DEFAULT_PROFILE, HermesError } from "@hermes/common/pure";
 
 /**
  * Message targets:

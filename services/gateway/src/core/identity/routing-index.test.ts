@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 import { describe, expect, it } from "vitest";
 import { type RoutingEntry, RoutingIndex } from "./routing-index.js";
 import { routingKey } from "./routing-key.js";

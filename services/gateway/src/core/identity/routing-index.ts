@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 import { profileKeyPrefix, type RoutingOrigin, rekeyRoutingKey } from "./routing-key.js";
 
 export interface RoutingEntry {

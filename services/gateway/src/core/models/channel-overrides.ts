@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 
 /** `platforms.<platform>.channel_overrides.<id>`. Every key is optional; what is left out falls back to the global config. */
 export interface ChannelOverride {

@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 
 /**
  * `hermes profile set NAME …`: the settings a command line may change in a profile's config.yaml,

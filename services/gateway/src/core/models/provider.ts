@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 import type { DeliveryReason } from "../delivery/reasons.js";
 
 /** A tool call as the model asked for it. `arguments` is the JSON text the model wrote, validated by the tool. */

@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 
 /**
  * Warm-agent policy as a pure state object: the I/O shell supplies the time (`now`, in ms) and acts

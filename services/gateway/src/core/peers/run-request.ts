@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { assertProfileName, DEFAULT_PROFILE, HermesError, PROFILE_NAME_RULE } from "@hermes/common";
+import { assertProfileName, DEFAULT_PROFILE, HermesError, PROFILE_NAME_RULE } from "@hermes/common/pure";
 import { z } from "zod";
 import { messageLength } from "../delivery/envelope.js";
 

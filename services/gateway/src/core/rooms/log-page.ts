@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 import { utf8Bytes } from "./canonical-json.js";
 import { DEFAULT_LOG_LIMIT, DEFAULT_PAGE_MAX_BYTES } from "./limits.js";
 import { refusal } from "./refusal.js";

@@ -1,4 +1,4 @@
-import { type ErrorReason, HermesError } from "@hermes/common";
+import { type ErrorReason, HermesError } from "@hermes/common/pure";
 
 /**
  * A typed "no" from the pure core. Core functions return refusals instead of throwing, so a batch can

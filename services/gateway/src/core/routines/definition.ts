@@ -1,4 +1,4 @@
-import { assertProfileName, HermesError } from "@hermes/common";
+import { assertProfileName, HermesError } from "@hermes/common/pure";
 import { checkGraceSeconds, checkMisfirePolicy, DEFAULT_GRACE_SECONDS, DEFAULT_MISFIRE, type MisfirePolicy } from "./misfire.js";
 import { checkPrompt } from "./prompt.js";
 import { checkRoutineName, jobLabel, routineNameKey } from "./routine-name.js";

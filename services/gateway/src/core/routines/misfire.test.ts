@@ -1,4 +1,4 @@
-import type { HermesError } from "@hermes/common";
+import type { HermesError } from "@hermes/common/pure";
 import { describe, expect, it } from "vitest";
 import {
   checkGraceSeconds,

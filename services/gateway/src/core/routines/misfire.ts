@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 import { describeType } from "../botmode/labels.js";
 import type { Schedule, TimesBetween } from "./schedule.js";
 

@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 import { describeType } from "../botmode/labels.js";
 import { MESSAGE_LIMIT_CHARS, messageLength } from "../delivery/envelope.js";
 

@@ -1,4 +1,4 @@
-import { assertProfileName, HermesError } from "@hermes/common";
+import { assertProfileName, HermesError } from "@hermes/common/pure";
 import { checkLabel, describeType, labelKey } from "../botmode/labels.js";
 
 /**

@@ -1,4 +1,4 @@
-import { HermesError, isoTime } from "@hermes/common";
+import { HermesError, isoTime } from "@hermes/common/pure";
 import type { DeliveryReason } from "../delivery/reasons.js";
 import { type JobRef, jobLabel } from "./routine-name.js";
 

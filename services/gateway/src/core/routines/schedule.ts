@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 import { Cron } from "croner";
 import { describeType } from "../botmode/labels.js";
 

@@ -1,4 +1,4 @@
-import type { HermesError } from "@hermes/common";
+import type { HermesError } from "@hermes/common/pure";
 import { describe, expect, it } from "vitest";
 import type { MisfirePolicy } from "./misfire.js";
 import type { RoutineTrigger } from "./run.js";

@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 import { decideDue, type MisfirePolicy } from "./misfire.js";
 import type { RoutineTrigger } from "./run.js";
 import type { Schedule } from "./schedule.js";

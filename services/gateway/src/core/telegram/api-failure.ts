@@ -1,4 +1,4 @@
-import { type BackoffOptions, backoffDelayMs } from "@hermes/common";
+import { type BackoffOptions, backoffDelayMs } from "@hermes/common/pure";
 
 /**
  * A failed Bot API call, typed by what the caller does about it: wait `retry_after` (429), step

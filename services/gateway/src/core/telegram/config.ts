@@ -1,4 +1,4 @@
-import { DEFAULT_PROFILE, HermesError, PROFILE_NAME_RULE, validateConfig } from "@hermes/common";
+import { DEFAULT_PROFILE, HermesError, PROFILE_NAME_RULE, validateConfig } from "@hermes/common/pure";
 import { z } from "zod";
 import type { ChannelOverride } from "../models/channel-overrides.js";
 

@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 import { MESSAGE_LIMIT_CHARS, messageLength } from "../delivery/envelope.js";
 import { type ModelCommand, parseModelCommand } from "../models/channel-overrides.js";
 import { isChatAllowed, type TelegramPlatformConfig } from "./config.js";

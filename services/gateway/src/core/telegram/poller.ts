@@ -1,4 +1,4 @@
-import { type BackoffOptions, backoffDelayMs } from "@hermes/common";
+import { type BackoffOptions, backoffDelayMs } from "@hermes/common/pure";
 import type { ApiFailure, ApiFailureKind } from "./api-failure.js";
 import { updateIdOf } from "./intake.js";
 

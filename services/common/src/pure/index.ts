@@ -1,0 +1,11 @@
+/**
+ * `@hermes/common/pure`: the part of @hermes/common a core module may import. Plain computation
+ * only (typed errors and their wire codec, names and id rules, the clock interface, back-off
+ * arithmetic, config validation with zod); it loads nothing that does I/O, reads the clock or
+ * draws randomness (test/core-purity.test.ts asserts that at run time).
+ */
+export * from "./backoff.js";
+export * from "./clock.js";
+export * from "./config.js";
+export * from "./errors.js";
+export * from "./names.js";
