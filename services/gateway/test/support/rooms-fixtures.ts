@@ -87,12 +87,14 @@ export async function expectRefusal(promise: Promise<unknown>): Promise<HermesEr
 }
 
 /**
- * A TCP proxy in front of a gateway's gRPC port that a test can cut (every connection destroyed,
- * new ones refused) and heal: the in-process stand-in for a network partition.
+ * A TCP proxy in front of a gRPC port that a test can cut (every connection destroyed, new ones
+ * refused) and heal: the in-process stand-in for a network partition. It can also stall what
+ * clients send (their sockets are no longer read, so TCP and HTTP/2 flow control push back on
+ * the sender) while the other direction keeps flowing.
  */
 export class CuttableProxy {
   private server: Server | undefined;
-  private readonly sockets = new Set<Socket>();
+  private readonly pairs = new Set<{ client: Socket; upstream: Socket }>();
   private cut = false;
   port = 0;
 
@@ -105,9 +107,10 @@ export class CuttableProxy {
         return;
       }
       const upstream = connect(this.target.port, this.target.host);
+      const pair = { client, upstream };
+      this.pairs.add(pair);
       for (const s of [client, upstream]) {
-        this.sockets.add(s);
-        s.on("close", () => this.sockets.delete(s));
+        s.on("close", () => this.pairs.delete(pair));
         s.on("error", () => {
           client.destroy();
           upstream.destroy();
@@ -127,8 +130,23 @@ export class CuttableProxy {
 
   partition(): void {
     this.cut = true;
-    for (const s of this.sockets) s.destroy();
-    this.sockets.clear();
+    for (const { client, upstream } of this.pairs) {
+      client.destroy();
+      upstream.destroy();
+    }
+    this.pairs.clear();
+  }
+
+  /** Stops reading what the clients of the open connections send; `resumeClients` forwards it again. */
+  stallClients(): void {
+    for (const { client, upstream } of this.pairs) {
+      client.unpipe(upstream);
+      client.pause();
+    }
+  }
+
+  resumeClients(): void {
+    for (const { client, upstream } of this.pairs) client.pipe(upstream);
   }
 
   heal(): void {
