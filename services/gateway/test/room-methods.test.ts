@@ -1,6 +1,3 @@
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Client, credentials, type ServiceError } from "@grpc/grpc-js";
 import { authMetadata, fromServiceError, type HermesError, unaryCall } from "@hermes/common";
 import {
@@ -25,9 +22,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestRelay, type TestRelay } from "../../relay/test/support/relay-harness.js";
 import { ROOM_METHODS, type RoomMethod, roomMethodNames } from "../src/api/rooms/methods.js";
 import { MAX_EPOCH } from "../src/core/rooms/index.js";
-import { eventually } from "./support/delivery-fixtures.js";
-import { startTestGateway, TEST_KEY, type TestGateway } from "./support/gateway-harness.js";
-import { MEMBERS } from "./support/rooms-fixtures.js";
+import { memberTurnRequest } from "./support/discussion-fixtures.js";
+import { TEST_KEY, type TestGateway } from "./support/gateway-harness.js";
+import { MEMBERS, startRelayedPair } from "./support/rooms-fixtures.js";
 import { RpcClient, type RpcError } from "./support/rpc-client.js";
 
 /**
@@ -243,19 +240,7 @@ function transportsOf(method: RoomMethod): [Transport, (params: Record<string, u
 
 beforeAll(async () => {
   relay = await startTestRelay();
-  const keys = { home: relay.relay.keys.add("home").key, vps: relay.relay.keys.add("vps").key };
-  home = await startTestGateway({
-    home: mkdtempSync(join(tmpdir(), "hrm-home-")),
-    overrides: { id: "home", relayUrl: relay.url, relayKey: keys.home },
-  });
-  vps = await startTestGateway({
-    home: mkdtempSync(join(tmpdir(), "hrm-vps-")),
-    overrides: { id: "vps", relayUrl: relay.url, relayKey: keys.vps },
-  });
-  await eventually(() => {
-    expect(home.gateway.relay!.status().state).toBe("connected");
-    expect(vps.gateway.relay!.status().state).toBe("connected");
-  });
+  ({ home, vps } = await startRelayedPair(relay));
   home.gateway.rooms.create({ room_id: ROOM, name: "Table", members: MEMBERS });
   for (const t of ["rpc", "grpc"]) home.gateway.rooms.create({ room_id: `gone-${t}`, name: "Gone", members: MEMBERS });
   vps.gateway.rooms.create({ room_id: "from-vps", name: "Source", members: MEMBERS });
@@ -334,21 +319,6 @@ describe("the room method table", () => {
 });
 
 describe("the member turn definition", () => {
-  const request = (overrides: Partial<MemberTurnRequest> = {}): MemberTurnRequest => ({
-    room_id: "elsewhere",
-    room_name: "Elsewhere",
-    authority: { gateway_id: "gw-a", epoch: 1 },
-    turn_id: "d2.r0.p1.s2.m0123456789abcdef01234567",
-    member: { member_id: "bob", profile: "bob", gateway_id: "gw-b" },
-    members: [
-      { member_id: "alice", profile: "alice" },
-      { member_id: "bob", profile: "bob", gateway_id: "gw-b" },
-    ],
-    seen_through_seq: 2,
-    transcript: [{ seq: 2, event_id: "q", author_kind: "user", author_id: "user", text: "hi" }],
-    ...overrides,
-  });
-
   async function overBoth(req: MemberTurnRequest): Promise<{ grpc: unknown; tunnel: unknown }> {
     const client = new RoomMemberServiceClient(home.gateway.grpcAddress, credentials.createInsecure());
     const refusal = (e: HermesError) => ({ reason: e.reason, field: e.data?.field, message: e.message });
@@ -365,16 +335,16 @@ describe("the member turn definition", () => {
 
   it("refuses the same request the same way over gRPC RunMemberTurn and the tunnel's groups.member_turn", async () => {
     for (const [req, field] of [
-      [request({ authority: undefined }), "authority"],
-      [request({ authority: { gateway_id: "gw-a", epoch: 0 } }), "authority.epoch"],
-      [request({ turn_id: "bad id!" }), "turn_id"],
+      [memberTurnRequest({ authority: undefined }), "authority"],
+      [memberTurnRequest({ authority: { gateway_id: "gw-a", epoch: 0 } }), "authority.epoch"],
+      [memberTurnRequest({ turn_id: "bad id!" }), "turn_id"],
     ] as const) {
       const { grpc: viaGrpc, tunnel: viaTunnel } = await overBoth(req);
       expect(viaGrpc, field).toMatchObject({ reason: "invalid_params", field });
       expect(viaTunnel, field).toEqual(viaGrpc);
     }
     // A well-formed turn for a member that lives on another gateway reaches the member-turn server on both.
-    const { grpc: viaGrpc, tunnel: viaTunnel } = await overBoth(request());
+    const { grpc: viaGrpc, tunnel: viaTunnel } = await overBoth(memberTurnRequest());
     expect(viaGrpc).toMatchObject({ reason: "unknown_target" });
     expect(viaTunnel).toEqual(viaGrpc);
   });

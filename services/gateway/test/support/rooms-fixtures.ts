@@ -1,8 +1,14 @@
+import { mkdtempSync } from "node:fs";
 import { connect, createServer, type Server, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { CallOptions, Metadata, ServiceError } from "@grpc/grpc-js";
 import { authMetadata, fromServiceError, type HermesError, unaryCall } from "@hermes/common";
 import type { ReplicateProgress, ReplicateRequest, ReplicateResult, RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
+import { expect } from "vitest";
+import type { TestRelay } from "../../../relay/test/support/relay-harness.js";
 import { AppendStream, roomClient } from "../../src/api/grpc/room-client.js";
+import { eventually } from "./delivery-fixtures.js";
 import { startTestGateway, TEST_KEY, type TestGateway } from "./gateway-harness.js";
 
 export const MEMBERS = [
@@ -57,6 +63,25 @@ export async function startRoomNode(id: string, options: { home?: string } = {})
     },
   };
   return node;
+}
+
+/**
+ * Gateways "home" and "vps" (their ids and relay connections) on `relay`, once both are connected:
+ * home plays a room authority nobody dials, vps the gateway that reaches it through the relay.
+ */
+export async function startRelayedPair(relay: TestRelay): Promise<{ home: TestGateway; vps: TestGateway }> {
+  const start = (id: "home" | "vps") =>
+    startTestGateway({
+      home: mkdtempSync(join(tmpdir(), `hrp-${id}-`)),
+      overrides: { id, relayUrl: relay.url, relayKey: relay.relay.keys.add(id).key },
+    });
+  const home = await start("home");
+  const vps = await start("vps");
+  await eventually(() => {
+    expect(home.gateway.relay!.status().state).toBe("connected");
+    expect(vps.gateway.relay!.status().state).toBe("connected");
+  });
+  return { home, vps };
 }
 
 export async function stopNodes(...nodes: (RoomNode | undefined)[]): Promise<void> {
