@@ -1,6 +1,7 @@
 // Rooms export what a script or benchmark drives directly: the pipelined Append stream
 // client, the RoomSource a replica pulls from, the packed page encoding, the SQLite store.
 export { AppendStream, roomClient } from "./api/grpc/room-client.js";
+export { toWirePage } from "./api/rooms/wire.js";
 export { ChatService } from "./app/chat.js";
 export { DEFAULT_GRPC, DEFAULT_HTTP, loadGatewayConfigFile, resolveGatewaySettings } from "./app/config.js";
 export { Gateway, type GatewayOptions, VERSION } from "./app/gateway.js";
@@ -19,7 +20,7 @@ export {
   type SourceSpec,
 } from "./app/rooms/room-source.js";
 export { CLIENT_ACTOR, RoomsService, type RoomsSettings } from "./app/rooms/rooms-service.js";
-export { fromWirePage, packEvents, toWirePage, unpackEvents } from "./app/rooms/wire.js";
+export { fromWirePage, packEvents, unpackEvents } from "./app/rooms/wire.js";
 export { directRouting, SessionService } from "./app/sessions.js";
 export type { ProfileSettings } from "./core/models/profile-settings.js";
 export { parsePeerTarget } from "./core/peers/run-request.js";

@@ -9,6 +9,7 @@ import { startTestRelay, type TestRelay } from "../../relay/test/support/relay-h
 import type { Member, RoomEvent } from "../src/core/rooms/index.js";
 import { createBot, eventually, sendAndWait, transcript, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
 import {
+  memberTurnRequest,
   type ScriptedProvider,
   scriptedBot,
   scriptedProviderConfig,
@@ -203,21 +204,6 @@ describe("members on another gateway", () => {
 });
 
 describe("RunMemberTurn at the edge", () => {
-  const request = (overrides: Partial<MemberTurnRequest> = {}): MemberTurnRequest => ({
-    room_id: "edge",
-    room_name: "Edge",
-    authority: { gateway_id: "gw-a", epoch: 1 },
-    turn_id: "d2.r0.p1.s2.m0123456789abcdef01234567",
-    member: { member_id: "bob", profile: "bob", gateway_id: "gw-b" },
-    members: [
-      { member_id: "alice", profile: "alice" },
-      { member_id: "bob", profile: "bob", gateway_id: "gw-b" },
-    ],
-    seen_through_seq: 2,
-    transcript: [{ seq: 2, event_id: "q", author_kind: "user", author_id: "user", text: "edge case" }],
-    ...overrides,
-  });
-
   function run(req: MemberTurnRequest, key: string | undefined): Promise<MemberTurnReply> {
     const client = new RoomMemberServiceClient(b.gateway.grpcAddress, credentials.createInsecure());
     return new Promise<MemberTurnReply>((resolve, reject) => {
@@ -241,19 +227,19 @@ describe("RunMemberTurn at the edge", () => {
   it("runs a turn once per turn id; a repeated request gets the same answer without running again", async () => {
     provider.script((handle) => `${handle} at the edge`);
     const before = provider.callsOf("bob").length;
-    const first = await run(request(), KEY_B);
-    const again = await run(request(), KEY_B);
-    expect(first).toMatchObject({ turn_id: request().turn_id, reply: "bob at the edge", provider: "scripted" });
+    const first = await run(memberTurnRequest(), KEY_B);
+    const again = await run(memberTurnRequest(), KEY_B);
+    expect(first).toMatchObject({ turn_id: memberTurnRequest().turn_id, reply: "bob at the edge", provider: "scripted" });
     expect(again).toEqual(first);
     expect(provider.callsOf("bob").length).toBe(before + 1);
   });
 
   it("refuses a wrong key, bad input, a member that lives elsewhere and an unknown profile, typed", async () => {
-    expect((await refusal(run(request(), "not-the-key-0000"))).reason).toBe("unauthenticated");
-    const bad = await refusal(run(request({ authority: undefined }), KEY_B));
+    expect((await refusal(run(memberTurnRequest(), "not-the-key-0000"))).reason).toBe("unauthenticated");
+    const bad = await refusal(run(memberTurnRequest({ authority: undefined }), KEY_B));
     expect(bad.reason).toBe("invalid_params");
     expect(bad.message).toContain("authority");
-    const elsewhere = request({
+    const elsewhere = memberTurnRequest({
       member: { member_id: "alice", profile: "alice", gateway_id: "gw-a" },
       members: [
         { member_id: "alice", profile: "alice", gateway_id: "gw-a" },
@@ -261,7 +247,7 @@ describe("RunMemberTurn at the edge", () => {
       ],
     });
     expect((await refusal(run(elsewhere, KEY_B))).reason).toBe("unknown_target");
-    const nobody = request({
+    const nobody = memberTurnRequest({
       turn_id: "d2.r0.p1.s2.mffffffffffffffffffffffff",
       member: { member_id: "nobody", profile: "nobody" },
       members: [

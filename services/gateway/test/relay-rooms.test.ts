@@ -1,14 +1,11 @@
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { credentials } from "@grpc/grpc-js";
 import { authMetadata, type HermesError } from "@hermes/common";
 import { type ReplicateProgress, RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestRelay, type TestRelay } from "../../relay/test/support/relay-harness.js";
 import { eventually } from "./support/delivery-fixtures.js";
-import { startTestGateway, TEST_KEY, type TestGateway } from "./support/gateway-harness.js";
-import { MEMBERS } from "./support/rooms-fixtures.js";
+import { TEST_KEY, type TestGateway } from "./support/gateway-harness.js";
+import { MEMBERS, startRelayedPair } from "./support/rooms-fixtures.js";
 
 /**
  * A room whose authority sits on a gateway nobody dials ("home", behind NAT: the replica is never
@@ -22,19 +19,7 @@ let vps: TestGateway;
 
 beforeAll(async () => {
   relay = await startTestRelay();
-  const keys = { home: relay.relay.keys.add("home").key, vps: relay.relay.keys.add("vps").key };
-  home = await startTestGateway({
-    home: mkdtempSync(join(tmpdir(), "hrr-home-")),
-    overrides: { id: "home", relayUrl: relay.url, relayKey: keys.home },
-  });
-  vps = await startTestGateway({
-    home: mkdtempSync(join(tmpdir(), "hrr-vps-")),
-    overrides: { id: "vps", relayUrl: relay.url, relayKey: keys.vps },
-  });
-  await eventually(() => {
-    expect(home.gateway.relay!.status().state).toBe("connected");
-    expect(vps.gateway.relay!.status().state).toBe("connected");
-  });
+  ({ home, vps } = await startRelayedPair(relay));
 });
 
 afterAll(async () => {

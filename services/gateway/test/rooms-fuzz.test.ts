@@ -4,6 +4,7 @@ import type { RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
+import { roomMethodNames } from "../src/api/rooms/methods.js";
 import { MAX_FRAME_BYTES } from "../src/api/rpc/rpc-server.js";
 import { roomInvariantViolations } from "../src/core/rooms/index.js";
 import { TEST_KEY } from "./support/gateway-harness.js";
@@ -60,26 +61,7 @@ const weirdValue = fc.oneof(
   fc.dictionary(fc.string({ maxLength: 5 }), fc.string({ maxLength: 5 }), { maxKeys: 3 }),
 );
 const hugeText = fc.constantFrom("x".repeat(64 * 1024 + 1), "é".repeat(40_000), "y".repeat(300 * 1024));
-const methods = [
-  "groups.capabilities",
-  "groups.create",
-  "groups.send",
-  "groups.log",
-  "groups.subscribe",
-  "groups.unsubscribe",
-  "groups.replica_state",
-  "groups.promote",
-  "groups.demote",
-  "groups.state",
-  "groups.stop",
-  "groups.rename",
-  "groups.disband",
-  "groups.list",
-  "groups.divergence",
-  "groups.repost",
-  "groups.release",
-  "groups.replicate",
-];
+const methods = roomMethodNames();
 
 const params = fc.oneof(
   fc.record(

@@ -43,6 +43,7 @@ import { roomServiceHandlers } from "../api/grpc/room-service.js";
 import { apiPlatformRoute } from "../api/http/api-platform.js";
 import { roomMethods } from "../api/rpc/room-methods.js";
 import { createRpcServer, type RpcServer } from "../api/rpc/rpc-server.js";
+import { registerMemberTurnTunnel, registerRoomTunnel } from "../api/tunnel/room-tunnel.js";
 import { RoutingIndex } from "../core/identity/routing-index.js";
 import { DeliveriesStore } from "../store/deliveries-store.js";
 import { getMeta, openGatewayDb, ProfileDatabases, setMeta } from "../store/gateway-store.js";
@@ -57,7 +58,7 @@ import { PeerRuns } from "./peers/peer-runs.js";
 import { ProfileService } from "./profiles.js";
 import { RelayLink, relayConnectionName } from "./relay/relay-link.js";
 import { DiscussionDriver } from "./rooms/discussion-driver.js";
-import { MemberTurnRouter, registerMemberTurnTunnel } from "./rooms/member-turn-routes.js";
+import { MemberTurnRouter } from "./rooms/member-turn-routes.js";
 import { LocalMemberTurns, MemberTurnServer } from "./rooms/member-turns.js";
 import { RoomsService } from "./rooms/rooms-service.js";
 import { type RoutingAccess, SessionService } from "./sessions.js";
@@ -260,7 +261,7 @@ export class Gateway {
         settings: settings.rooms,
         ...(relay ? { sources: relay.roomSources() } : {}),
       });
-      relay?.serveRooms(rooms);
+      if (relay) registerRoomTunnel(relay.tunnelHandlers, rooms);
       cleanup.push(() => void rooms.stop());
       // Discussions: member turns run here (local profiles, and for other gateways' rooms) or
       // on the member's gateway (a peer named after it, else the relay); the driver runs on rooms led here.

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { MemberTurnRequest } from "@hermes/proto/hermes/v1/rooms";
 import type { RoomEvent } from "../../src/core/rooms/index.js";
 
 /**
@@ -173,4 +174,22 @@ export function startedTurns(events: readonly RoomEvent[]): string[] {
   return turnLines(events)
     .filter((l) => l.kind === "turn.started")
     .map((l) => `${l.round}:${l.member}`);
+}
+
+/** A member-turn request from gw-a (room "edge", epoch 1) for bob, who lives on gw-b. */
+export function memberTurnRequest(overrides: Partial<MemberTurnRequest> = {}): MemberTurnRequest {
+  return {
+    room_id: "edge",
+    room_name: "Edge",
+    authority: { gateway_id: "gw-a", epoch: 1 },
+    turn_id: "d2.r0.p1.s2.m0123456789abcdef01234567",
+    member: { member_id: "bob", profile: "bob", gateway_id: "gw-b" },
+    members: [
+      { member_id: "alice", profile: "alice" },
+      { member_id: "bob", profile: "bob", gateway_id: "gw-b" },
+    ],
+    seen_through_seq: 2,
+    transcript: [{ seq: 2, event_id: "q", author_kind: "user", author_id: "user", text: "edge case" }],
+    ...overrides,
+  };
 }

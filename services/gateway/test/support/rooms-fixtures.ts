@@ -1,8 +1,14 @@
+import { mkdtempSync } from "node:fs";
 import { connect, createServer, type Server, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { CallOptions, Metadata, ServiceError } from "@grpc/grpc-js";
 import { authMetadata, fromServiceError, type HermesError, unaryCall } from "@hermes/common";
 import type { ReplicateProgress, ReplicateRequest, ReplicateResult, RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
+import { expect } from "vitest";
+import type { TestRelay } from "../../../relay/test/support/relay-harness.js";
 import { AppendStream, roomClient } from "../../src/api/grpc/room-client.js";
+import { eventually } from "./delivery-fixtures.js";
 import { startTestGateway, TEST_KEY, type TestGateway } from "./gateway-harness.js";
 
 export const MEMBERS = [
@@ -59,6 +65,25 @@ export async function startRoomNode(id: string, options: { home?: string } = {})
   return node;
 }
 
+/**
+ * Gateways "home" and "vps" (their ids and relay connections) on `relay`, once both are connected:
+ * home plays a room authority nobody dials, vps the gateway that reaches it through the relay.
+ */
+export async function startRelayedPair(relay: TestRelay): Promise<{ home: TestGateway; vps: TestGateway }> {
+  const start = (id: "home" | "vps") =>
+    startTestGateway({
+      home: mkdtempSync(join(tmpdir(), `hrp-${id}-`)),
+      overrides: { id, relayUrl: relay.url, relayKey: relay.relay.keys.add(id).key },
+    });
+  const home = await start("home");
+  const vps = await start("vps");
+  await eventually(() => {
+    expect(home.gateway.relay!.status().state).toBe("connected");
+    expect(vps.gateway.relay!.status().state).toBe("connected");
+  });
+  return { home, vps };
+}
+
 export async function stopNodes(...nodes: (RoomNode | undefined)[]): Promise<void> {
   for (const n of nodes) {
     if (!n) continue;
@@ -87,12 +112,14 @@ export async function expectRefusal(promise: Promise<unknown>): Promise<HermesEr
 }
 
 /**
- * A TCP proxy in front of a gateway's gRPC port that a test can cut (every connection destroyed,
- * new ones refused) and heal: the in-process stand-in for a network partition.
+ * A TCP proxy in front of a gRPC port that a test can cut (every connection destroyed, new ones
+ * refused) and heal: the in-process stand-in for a network partition. It can also stall what
+ * clients send (their sockets are no longer read, so TCP and HTTP/2 flow control push back on
+ * the sender) while the other direction keeps flowing.
  */
 export class CuttableProxy {
   private server: Server | undefined;
-  private readonly sockets = new Set<Socket>();
+  private readonly pairs = new Set<{ client: Socket; upstream: Socket }>();
   private cut = false;
   port = 0;
 
@@ -105,9 +132,10 @@ export class CuttableProxy {
         return;
       }
       const upstream = connect(this.target.port, this.target.host);
+      const pair = { client, upstream };
+      this.pairs.add(pair);
       for (const s of [client, upstream]) {
-        this.sockets.add(s);
-        s.on("close", () => this.sockets.delete(s));
+        s.on("close", () => this.pairs.delete(pair));
         s.on("error", () => {
           client.destroy();
           upstream.destroy();
@@ -127,8 +155,23 @@ export class CuttableProxy {
 
   partition(): void {
     this.cut = true;
-    for (const s of this.sockets) s.destroy();
-    this.sockets.clear();
+    for (const { client, upstream } of this.pairs) {
+      client.destroy();
+      upstream.destroy();
+    }
+    this.pairs.clear();
+  }
+
+  /** Stops reading what the clients of the open connections send; `resumeClients` forwards it again. */
+  stallClients(): void {
+    for (const { client, upstream } of this.pairs) {
+      client.unpipe(upstream);
+      client.pause();
+    }
+  }
+
+  resumeClients(): void {
+    for (const { client, upstream } of this.pairs) client.pipe(upstream);
   }
 
   heal(): void {

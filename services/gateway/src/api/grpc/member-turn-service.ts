@@ -1,6 +1,7 @@
 import { HermesError, type ServiceHandlers } from "@hermes/common";
 import type { RoomMemberServiceServer } from "@hermes/proto/hermes/v1/rooms";
 import type { MemberTurnServer } from "../../app/rooms/member-turns.js";
+import { MEMBER_TURN_METHOD } from "../rooms/member-turn.js";
 
 export interface MemberTurnHandlerDeps {
   server: MemberTurnServer;
@@ -11,6 +12,7 @@ export interface MemberTurnHandlerDeps {
 
 /** RoomMemberService over gRPC: a room authority on another gateway runs a member's turn here. */
 export function memberTurnServiceHandlers(deps: MemberTurnHandlerDeps): ServiceHandlers<RoomMemberServiceServer> {
+  const method = MEMBER_TURN_METHOD;
   return {
     runMemberTurn: async (req, ctx) => {
       if (deps.transport === "tcp" && !deps.keyRequired) {
@@ -19,7 +21,8 @@ export function memberTurnServiceHandlers(deps: MemberTurnHandlerDeps): ServiceH
           "this gateway has no API key, so it runs no member turns for other gateways: set API_SERVER_KEY (or gateway.api_key) and register it on the room's authority (hermes peer add … --key KEY)",
         );
       }
-      return deps.server.serve(req, { from: ctx.peer, signal: ctx.signal });
+      const request = method.parse(method.grpc.request(req));
+      return method.grpc.reply(await method.call(deps.server, request, { from: ctx.peer, signal: ctx.signal }));
     },
   };
 }

@@ -1,10 +1,11 @@
 import { type ErrorReason, HermesError, toHermesError } from "@hermes/common";
+import { roomErrorCode } from "../rooms/methods.js";
 
 /**
- * JSON-RPC 2.0 framing (https://www.jsonrpc.org/specification) and the upstream room error codes
- * (docs/PROTOCOL.md, JSON-RPC "Errors"): a refusal of a room method carries that method's code
- * (4110–4119) with `data.reason` and, where a client should redirect, `data.authority`. Every error
- * answer has `data.reason`.
+ * JSON-RPC 2.0 framing (https://www.jsonrpc.org/specification) and the error answers: a refusal
+ * of a room method carries that method's code (4110–4119, from the room method table, as
+ * upstream numbers them) with `data.reason` and, where a client should redirect,
+ * `data.authority`. Every error answer has `data.reason`.
  */
 
 export type JsonRpcId = string | number | null;
@@ -33,24 +34,6 @@ export const INVALID_PARAMS = -32602;
 /** Implementation-defined server error, for methods without a room code. */
 export const SERVER_ERROR = -32000;
 
-/** Upstream's room error codes by method (rename shares 4117 as upstream does; repost is a send). */
-export const ROOM_ERROR_CODES: Readonly<Record<string, number>> = {
-  "groups.create": 4110,
-  "groups.send": 4111,
-  "groups.repost": 4111,
-  "groups.log": 4112,
-  "groups.subscribe": 4112,
-  "groups.disband": 4113,
-  "groups.state": 4114,
-  "groups.stop": 4115,
-  "groups.replicate": 4116,
-  "groups.replica_state": 4117,
-  "groups.rename": 4117,
-  "groups.release": 4117,
-  "groups.promote": 4118,
-  "groups.demote": 4119,
-};
-
 /** Largest batch (array of requests) one frame may carry. */
 export const MAX_BATCH = 1000;
 
@@ -61,7 +44,7 @@ export function errorObject(code: number, err: HermesError): JsonRpcErrorObject 
 /** The error answer for a failed call of `method` (its room code, else the standard code). */
 export function methodError(method: string, err: unknown): JsonRpcErrorObject {
   const e = toHermesError(err);
-  const roomCode = ROOM_ERROR_CODES[method];
+  const roomCode = roomErrorCode(method);
   if (roomCode !== undefined) return errorObject(roomCode, e);
   if (e.reason === "invalid_params") return errorObject(INVALID_PARAMS, e);
   if (e.reason === "method_not_found") return errorObject(METHOD_NOT_FOUND, e);

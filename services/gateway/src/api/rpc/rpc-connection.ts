@@ -1,6 +1,7 @@
 import { HermesError, type Logger } from "@hermes/common";
 import { type RawData, WebSocket } from "ws";
 import type { TailSubscription } from "../../app/rooms/live-tail.js";
+import { isPromise } from "../rooms/methods.js";
 import {
   BatchAnswer,
   errorObject,
@@ -13,7 +14,7 @@ import {
   PARSE_ERROR,
   readableId,
 } from "./json-rpc.js";
-import type { RoomMethod, RpcPeer } from "./room-methods.js";
+import type { RpcMethod, RpcPeer } from "./room-methods.js";
 
 /** A frame above this is refused by closing the connection (1009); a room payload is at most 256 KiB. */
 export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
@@ -26,7 +27,7 @@ export const MAX_UNSENT_BYTES = 1024 * 1024;
 export const MAX_RUNNING_PER_CONNECTION = 64;
 
 export interface RpcConnectionOptions {
-  methods: Record<string, RoomMethod>;
+  methods: Record<string, RpcMethod>;
   logger: Logger;
 }
 
@@ -39,10 +40,6 @@ interface QueuedCall {
 }
 
 type Answer = JsonRpcResponse | null;
-
-function isPromise(value: unknown): value is Promise<unknown> {
-  return typeof (value as { then?: unknown } | null)?.then === "function";
-}
 
 /**
  * Serves one /rpc WebSocket with bounded memory. Frames are parsed as they arrive and their

@@ -2,7 +2,7 @@ import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import { bearerToken, type KeyRing, type Logger, originAllowed, type UpgradeHandler } from "@hermes/common";
 import { WebSocket, WebSocketServer } from "ws";
-import type { RoomMethod } from "./room-methods.js";
+import type { RpcMethod } from "./room-methods.js";
 import { MAX_FRAME_BYTES, serveConnection } from "./rpc-connection.js";
 
 export { MAX_FRAME_BYTES } from "./rpc-connection.js";
@@ -10,7 +10,7 @@ export { MAX_FRAME_BYTES } from "./rpc-connection.js";
 export interface RpcServerOptions {
   path?: string;
   keys: KeyRing;
-  methods: Record<string, RoomMethod>;
+  methods: Record<string, RpcMethod>;
   logger: Logger;
   /** Browser origins allowed besides the gateway's own (`http.allowed_origins`, canonical). */
   allowedOrigins?: readonly string[];

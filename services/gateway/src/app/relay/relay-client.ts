@@ -23,6 +23,7 @@ import {
   type RelaySend,
   RelayServiceClient,
   type RosterBot,
+  type TunnelAnswer,
   type TunnelCall,
 } from "@hermes/proto/hermes/v1/relay";
 import { RemoteRoster } from "./remote-roster.js";
@@ -73,6 +74,12 @@ interface PendingSend {
 
 const MAX_FRAME_BYTES = 8 * 1024 * 1024;
 const WELCOME_TIMEOUT_MS = 15_000;
+/**
+ * Bytes of tunnel answers written to the relay stream that HTTP/2 has not sent yet. At or above
+ * it, streaming tunnel calls (a live tail) wait before producing more, as a live tail over /rpc
+ * waits for its socket: a relay that reads slowly gets bigger pages, not a growing buffer here.
+ */
+export const MAX_UNSENT_TUNNEL_BYTES = 1024 * 1024;
 
 /**
  * The gateway's side of the relay: dials OUT (so it works from behind NAT), keeps one
@@ -99,6 +106,9 @@ export class RelayClient {
   /** Deliveries the relay forwarded here that are still running (aborted when the link drops for good). */
   private readonly inbound = new Map<string, AbortController>();
   private readonly tunnelCalls = new Map<string, AbortController>();
+  /** Bytes of tunnel answers on the current stream whose write has not completed. */
+  private unsentTunnel = 0;
+  private tunnelDrainWaiters: (() => void)[] = [];
   private lastAnnounce: string | undefined;
   private rosterTimer: NodeJS.Timeout | undefined;
   private loop: Promise<void> | undefined;
@@ -204,6 +214,47 @@ export class RelayClient {
         },
       });
     });
+  }
+
+  /** Bytes of tunnel answers waiting to be sent on the relay stream (see MAX_UNSENT_TUNNEL_BYTES). */
+  get unsentTunnelBytes(): number {
+    return this.unsentTunnel;
+  }
+
+  /** Writes a tunnel answer, counted until HTTP/2 has sent it (flow control holds it while the relay does not read). */
+  private writeTunnelAnswer(answer: TunnelAnswer): void {
+    const stream = this.stream;
+    if (!stream || !this.welcomed) return;
+    // Pages travel as base64 (ASCII): characters are bytes.
+    const bytes = answer.result_json.length;
+    this.unsentTunnel += bytes;
+    try {
+      stream.write({ frame: { $case: "tunnel_answer", value: answer } }, () => this.tunnelAnswerSent(stream, bytes));
+    } catch {
+      this.tunnelAnswerSent(stream, bytes);
+    }
+  }
+
+  private tunnelAnswerSent(stream: ClientDuplexStream<GatewayFrame, RelayFrame>, bytes: number): void {
+    // A write of a stream that has ended no longer counts (linkLost started afresh).
+    if (stream !== this.stream) return;
+    this.unsentTunnel -= bytes;
+    if (!this.tunnelFull()) this.wakeTunnelDrainWaiters();
+  }
+
+  private tunnelFull(): boolean {
+    return this.unsentTunnel >= MAX_UNSENT_TUNNEL_BYTES;
+  }
+
+  private tunnelDrained(): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.tunnelFull()) this.tunnelDrainWaiters.push(resolve);
+      else resolve();
+    });
+  }
+
+  private wakeTunnelDrainWaiters(): void {
+    for (const resolve of this.tunnelDrainWaiters.splice(0)) resolve();
   }
 
   private write(frame: GatewayFrame): boolean {
@@ -418,12 +469,7 @@ export class RelayClient {
 
   private onTunnelCall(call: TunnelCall): void {
     const answer = (result_json: string, end: boolean, error?: unknown) =>
-      this.write({
-        frame: {
-          $case: "tunnel_answer",
-          value: { call_id: call.call_id, result_json, error: error === undefined ? undefined : toWireError(error), end },
-        },
-      });
+      this.writeTunnelAnswer({ call_id: call.call_id, result_json, error: error === undefined ? undefined : toWireError(error), end });
     const controller = new AbortController();
     this.tunnelCalls.set(call.call_id, controller);
     const run = async () => {
@@ -436,7 +482,7 @@ export class RelayClient {
       } catch (err) {
         throw new HermesError("invalid_params", `tunnel params for ${call.method} are not a JSON object: ${(err as Error).message}`);
       }
-      const ctx = { from_connection: call.from_connection, signal: controller.signal };
+      const ctx = { from_connection: call.from_connection, signal: controller.signal, drained: () => this.tunnelDrained() };
       if (handler.kind === "unary") {
         if (call.stream) throw new HermesError("invalid_params", `${call.method} is not a streaming method; call it with Tunnel`);
         const result = await handler.run(params, ctx);
@@ -446,6 +492,7 @@ export class RelayClient {
       if (!call.stream) throw new HermesError("invalid_params", `${call.method} is a streaming method; call it with TunnelStream`);
       await handler.run(params, ctx, (item) => {
         if (!controller.signal.aborted) answer(JSON.stringify(item ?? null), false);
+        return !this.tunnelFull();
       });
       answer("", true);
     };
@@ -483,6 +530,8 @@ export class RelayClient {
     // Tunnel calls cannot be answered on a new stream (the relay failed them already).
     for (const c of this.tunnelCalls.values()) c.abort();
     this.tunnelCalls.clear();
+    this.unsentTunnel = 0;
+    this.wakeTunnelDrainWaiters();
   }
 
   /** Since when the link is up (undefined while it is down). */

@@ -7,9 +7,8 @@ import { receiptToWire } from "../delivery/receipt-wire.js";
 import { peerDirectory } from "../peers/peer-directory.js";
 import type { ProfileService } from "../profiles.js";
 import { GrpcRoomSourceFactory, type RoomSourceFactory } from "../rooms/room-source.js";
-import type { RoomsService } from "../rooms/rooms-service.js";
 import { RelayClient } from "./relay-client.js";
-import { RelayAwareRoomSourceFactory, registerRoomTunnel } from "./relay-room-source.js";
+import { RelayAwareRoomSourceFactory } from "./relay-room-source.js";
 import { RelayTransport } from "./relay-transport.js";
 import { TunnelClient } from "./tunnel-client.js";
 import { TunnelHandlers } from "./tunnel-handlers.js";
@@ -119,11 +118,6 @@ export class RelayLink {
   roomSources(): RoomSourceFactory {
     const direct = new GrpcRoomSourceFactory(peerDirectory(this.deps.chat.modelConfig));
     return new RelayAwareRoomSourceFactory(() => this.tunnel, direct);
-  }
-
-  /** Serves this gateway's rooms (log, live tail, send) to other gateways through the tunnel. */
-  serveRooms(rooms: RoomsService): void {
-    registerRoomTunnel(this.tunnelHandlers, rooms);
   }
 
   status(): GatewayRelayLink {

@@ -1,13 +1,9 @@
 import { HermesError, toHermesError } from "@hermes/common";
 import { LogPage as WireLogPage } from "@hermes/proto/hermes/v1/rooms";
-import { z } from "zod";
 import type { LogPage } from "../../core/rooms/index.js";
-import type { AnyPage } from "../rooms/live-tail.js";
 import type { RoomSource, RoomSourceFactory, SourceLogRequest, SourceSpec, SourceSubscribeRequest } from "../rooms/room-source.js";
-import type { RoomsService } from "../rooms/rooms-service.js";
-import { fromWirePage, toWireAnyPage } from "../rooms/wire.js";
+import { fromWirePage } from "../rooms/wire.js";
 import type { TunnelClient } from "./tunnel-client.js";
-import type { TunnelHandlers } from "./tunnel-handlers.js";
 
 /**
  * `relay://<connection>` names a room authority by its relay connection: the gateway nobody can
@@ -23,13 +19,12 @@ export function relayConnectionOf(spec: SourceSpec): string | undefined {
   return text.slice(RELAY_SOURCE_PREFIX.length).replace(/\/+$/, "");
 }
 
-/** A page travels the tunnel as the gRPC LogPage, packed, base64 in JSON: byte-for-byte what a direct pull gets. */
-interface TunnelPage {
+/**
+ * A page travels the tunnel as the gRPC LogPage, packed, base64 in JSON: byte-for-byte what a
+ * direct pull gets (the authority's side encodes it in api/rooms/wire.ts).
+ */
+export interface TunnelPage {
   page_b64: string;
-}
-
-function encodePage(page: AnyPage): TunnelPage {
-  return { page_b64: Buffer.from(WireLogPage.encode(toWireAnyPage(page)).finish()).toString("base64") };
 }
 
 function decodePage(value: unknown): LogPage {
@@ -101,57 +96,4 @@ export class RelayAwareRoomSourceFactory implements RoomSourceFactory {
     }
     return new RelayRoomSource(tunnel, connection);
   }
-}
-
-const logParams = z.object({
-  room_id: z.string(),
-  since_seq: z.number().int().nonnegative().optional(),
-  limit: z.number().int().positive().optional(),
-  known_authority: z.object({ gateway_id: z.string(), epoch: z.number().int().nonnegative() }).optional(),
-});
-
-const subscribeParams = logParams.omit({ limit: true });
-
-function parse<T>(schema: z.ZodType<T>, params: unknown, method: string): T {
-  const parsed = schema.safeParse(params);
-  if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0]!;
-  throw new HermesError("invalid_params", `${method}: ${issue.path.join(".") || "params"}: ${issue.message}`);
-}
-
-/**
- * The authority side: serves `groups.log` (one packed page), `groups.subscribe` (the live tail) and
- * `groups.send` (a member's message to a room led here) to other gateways through the relay tunnel.
- */
-export function registerRoomTunnel(handlers: TunnelHandlers, rooms: RoomsService): void {
-  handlers.register("groups.log", {
-    kind: "unary",
-    run: async (params) => {
-      const p = parse(logParams, params, "groups.log");
-      return encodePage(rooms.logPacked(p));
-    },
-  });
-  handlers.register("groups.subscribe", {
-    kind: "stream",
-    run: (params, ctx, emit) =>
-      new Promise<void>((resolve, reject) => {
-        const p = parse(subscribeParams, params, "groups.subscribe");
-        const subscription = rooms.subscribe(
-          { room_id: p.room_id, since_seq: p.since_seq ?? 0, tuples: true, known_authority: p.known_authority },
-          {
-            send: (page) => {
-              emit(encodePage(page));
-              return true;
-            },
-            drained: () => Promise.resolve(),
-            end: (error) => (error ? reject(error) : resolve()),
-          },
-        );
-        ctx.signal.addEventListener("abort", () => {
-          subscription.close();
-          resolve();
-        });
-      }),
-  });
-  handlers.register("groups.send", { kind: "unary", run: (params) => rooms.send(params) });
 }

@@ -5,12 +5,20 @@ export interface TunnelContext {
   from_connection: string;
   /** Aborted when the caller goes away or the relay link drops. */
   signal: AbortSignal;
+  /** Resolves once the relay stream has room for more answers again (or the call ended). */
+  drained(): Promise<void>;
 }
+
+/**
+ * Hands one item of a streaming call to the relay stream. False when the stream is full (its
+ * unsent answers are over the bound): the handler waits for `drained` before producing the next.
+ */
+export type TunnelEmit = (item: unknown) => boolean;
 
 /** A method served through the relay tunnel: unary (one result) or streaming (items until it returns). */
 export type TunnelHandler =
   | { kind: "unary"; run(params: Record<string, unknown>, ctx: TunnelContext): Promise<unknown> }
-  | { kind: "stream"; run(params: Record<string, unknown>, ctx: TunnelContext, emit: (item: unknown) => void): Promise<void> };
+  | { kind: "stream"; run(params: Record<string, unknown>, ctx: TunnelContext, emit: TunnelEmit): Promise<void> };
 
 /**
  * The methods this gateway serves to other gateways through the relay tunnel: room reads

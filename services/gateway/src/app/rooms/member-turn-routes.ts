@@ -5,8 +5,7 @@ import type { Member } from "../../core/rooms/index.js";
 import type { MemberTurnRequest, MemberTurnResult } from "../../core/rooms/member-turn.js";
 import { type PeerDirectory, peerKeyName } from "../peers/peer-directory.js";
 import type { TunnelClient } from "../relay/tunnel-client.js";
-import type { TunnelHandlers } from "../relay/tunnel-handlers.js";
-import type { LocalMemberTurns, MemberTurnServer } from "./member-turns.js";
+import type { LocalMemberTurns } from "./member-turns.js";
 
 /** The relay tunnel method a member turn travels as (JSON params = MemberTurnRequest). */
 export const MEMBER_TURN_TUNNEL_METHOD = "groups.member_turn";
@@ -193,14 +192,4 @@ export class MemberTurnRouter {
     for (const client of this.clients.values()) client.close();
     this.clients.clear();
   }
-}
-
-/** Serves member turns of this gateway's profiles to room authorities through the relay tunnel. */
-export function registerMemberTurnTunnel(handlers: TunnelHandlers, server: MemberTurnServer): void {
-  handlers.register(MEMBER_TURN_TUNNEL_METHOD, {
-    kind: "stream",
-    run: async (params, ctx, emit) => {
-      emit(await server.serve(params, { from: `relay connection ${ctx.from_connection}`, signal: ctx.signal }));
-    },
-  });
 }

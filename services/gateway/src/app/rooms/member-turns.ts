@@ -4,13 +4,7 @@ import { findChannelOverride, resolveModel } from "../../core/models/channel-ove
 import { buildSystemPrompt } from "../../core/models/system-prompt.js";
 import { isPass } from "../../core/rooms/discussion.js";
 import type { Authority, Member } from "../../core/rooms/index.js";
-import {
-  checkMemberTurnRequest,
-  type MemberTurnRequest,
-  type MemberTurnResult,
-  roomChatMessages,
-  roomTurnPrompt,
-} from "../../core/rooms/member-turn.js";
+import { type MemberTurnRequest, type MemberTurnResult, roomChatMessages, roomTurnPrompt } from "../../core/rooms/member-turn.js";
 import type { ProfileDatabases } from "../../store/gateway-store.js";
 import type { SessionRow } from "../../store/sessions-store.js";
 import { type TranscriptMessage, TranscriptStore } from "../../store/sessions-store.js";
@@ -221,16 +215,14 @@ export interface MemberTurnServerDeps {
 }
 
 /**
- * The member side of a remote turn: validates the request at the edge, lets the room's claimed
- * authority fence a stale local copy, refuses members that do not live here, and runs the turn.
+ * The member side of a remote turn (its request validated at the edge, api/rooms/member-turn.ts):
+ * lets the room's claimed authority fence a stale local copy, refuses members that do not live
+ * here, and runs the turn.
  */
 export class MemberTurnServer {
   constructor(private readonly deps: MemberTurnServerDeps) {}
 
-  async serve(raw: unknown, context: { from: string; signal: AbortSignal }): Promise<MemberTurnResult> {
-    const checked = checkMemberTurnRequest(raw);
-    if (!checked.ok) throw new HermesError("invalid_params", `member turn: ${checked.message}`, { data: { field: checked.field } });
-    const request = checked.value;
+  async serve(request: MemberTurnRequest, context: { from: string; signal: AbortSignal }): Promise<MemberTurnResult> {
     this.deps.observe(request.room_id, request.authority);
     const home = request.member.gateway_id;
     if (home !== undefined && home !== this.deps.gatewayId) {

@@ -51,27 +51,6 @@ import { RoomsMetrics } from "./rooms-metrics.js";
 export const CLIENT_ACTOR: Actor = Object.freeze({ kind: "user", id: "user" });
 export const PROTOCOL_VERSION = 1;
 
-export const ROOM_METHODS = [
-  "groups.capabilities",
-  "groups.create",
-  "groups.send",
-  "groups.log",
-  "groups.subscribe",
-  "groups.unsubscribe",
-  "groups.replicate",
-  "groups.replica_state",
-  "groups.promote",
-  "groups.demote",
-  "groups.state",
-  "groups.stop",
-  "groups.rename",
-  "groups.disband",
-  "groups.list",
-  "groups.divergence",
-  "groups.repost",
-  "groups.release",
-] as const;
-
 export const ROOM_FEATURES = [
   "authority_epoch",
   "monotonic_log",
@@ -223,7 +202,8 @@ function checkedRoomId(value: unknown): string {
 /**
  * The rooms of one gateway: the pure core decides, the store applies each decision in one
  * transaction, and this service wires them to group commit, replication, live tail, metrics. The
- * gRPC and JSON-RPC adapters are thin layers over these methods.
+ * transports (gRPC, JSON-RPC, the relay tunnel) are generated from one method table over these
+ * methods (api/rooms/methods.ts).
  */
 export class RoomsService {
   readonly store: RoomsStore;
@@ -338,12 +318,12 @@ export class RoomsService {
 
   // ------------------------------------------------------------------------------------------
 
+  /** What `groups.capabilities` says of this gateway; the transports add `methods` from their method table. */
   capabilities() {
     return {
       protocol_version: PROTOCOL_VERSION,
       gateway_id: this.deps.gatewayId,
       driver: this.driver?.running ?? false,
-      methods: [...ROOM_METHODS],
       max_log_limit: MAX_LOG_LIMIT,
       features: [...ROOM_FEATURES],
       max_replication_log_limit: MAX_REPLICATION_LOG_LIMIT,

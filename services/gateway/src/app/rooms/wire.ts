@@ -1,20 +1,12 @@
 import { HermesError } from "@hermes/common";
 import type { LogPage as WireLogPage, RoomEvent as WireRoomEvent } from "@hermes/proto/hermes/v1/rooms";
-import {
-  type Authority,
-  type EventKind,
-  isEventKind,
-  type LineageEntry,
-  type LogPage,
-  type PackedEvent,
-  type PackedLogPage,
-  type RoomEvent,
-} from "../../core/rooms/index.js";
+import { type EventKind, isEventKind, type LineageEntry, type LogPage, type PackedEvent, type RoomEvent } from "../../core/rooms/index.js";
 
 /**
- * Conversions between the core's types and the two wire forms: protobuf (gRPC) and JSON (JSON-RPC).
- * The packed page encoding is the lean replication form: one UTF-8 JSON array of tuples instead of
- * thousands of protobuf messages, which V8 decodes in one native call.
+ * The packed page encoding, and pages a replica receives over gRPC (or the relay tunnel) back into
+ * the core's types. The packed encoding is the lean replication form: one UTF-8 JSON array of
+ * tuples instead of thousands of protobuf messages, which V8 decodes in one native call. What the
+ * room methods answer in each transport's form is api/rooms/wire.ts.
  */
 
 export function packEvents(events: readonly RoomEvent[]): Buffer {
@@ -72,64 +64,9 @@ export function unpackEvents(roomId: string, packed: Buffer): RoomEvent[] {
   return events;
 }
 
-export function toWireEvent(e: RoomEvent): WireRoomEvent {
-  return {
-    room_id: e.room_id,
-    seq: e.seq,
-    event_id: e.event_id,
-    kind: e.kind,
-    actor_json: e.actor_json,
-    epoch: e.epoch,
-    payload_json: e.payload_json,
-    created_at: e.created_at,
-    hash: e.hash,
-  };
-}
-
 export function fromWireEvent(e: WireRoomEvent): RoomEvent {
   if (!isEventKind(e.kind)) throw new HermesError("invalid_params", `unknown event kind ${JSON.stringify(e.kind)} at seq ${e.seq}`);
   return { ...e, kind: e.kind };
-}
-
-export function toWirePage(page: LogPage, packed: boolean): WireLogPage {
-  return {
-    room_id: page.room_id,
-    events: packed ? [] : page.events.map(toWireEvent),
-    packed_events: packed ? packEvents(page.events) : Buffer.alloc(0),
-    cursor: page.cursor,
-    latest_seq: page.latest_seq,
-    has_more: page.has_more,
-    authority: { ...page.authority },
-    lineage: page.lineage.map((entry) => ({ ...entry })),
-    prev: page.prev === null ? undefined : { ...page.prev },
-  };
-}
-
-/** The JSON array of a packed page: the tuples' JSON texts the store read, joined as they are. */
-export function packedPageBytes(page: PackedLogPage): Buffer {
-  const texts = new Array<string>(page.packed.length);
-  for (let i = 0; i < texts.length; i++) texts[i] = page.packed[i]![2];
-  return Buffer.from(`[${texts.join(",")}]`, "utf8");
-}
-
-/** A page whose events the store read as packed tuples: serialised as they are. */
-export function toWirePackedPage(page: PackedLogPage): WireLogPage {
-  return {
-    room_id: page.room_id,
-    events: [],
-    packed_events: packedPageBytes(page),
-    cursor: page.cursor,
-    latest_seq: page.latest_seq,
-    has_more: page.has_more,
-    authority: { ...page.authority },
-    lineage: page.lineage.map((entry) => ({ ...entry })),
-    prev: page.prev === null ? undefined : { ...page.prev },
-  };
-}
-
-/** Either kind of page to the wire (a packed page stays packed). */
-export function toWireAnyPage(page: LogPage | PackedLogPage): WireLogPage {
-  return "packed" in page ? toWirePackedPage(page) : toWirePage(page, false);
 }
 
 /** A page received over gRPC, in the core's shape (packed or not). */
@@ -145,39 +82,4 @@ export function fromWirePage(page: WireLogPage): LogPage {
     lineage: page.lineage.map((entry): LineageEntry => ({ epoch: entry.epoch, gateway_id: entry.gateway_id, start_seq: entry.start_seq })),
     prev: page.prev ? { seq: page.prev.seq, epoch: page.prev.epoch, hash: page.prev.hash } : null,
   };
-}
-
-/** An event as JSON-RPC shows it: actor and payload as objects (they are canonical JSON in the store). */
-export interface JsonEvent {
-  room_id: string;
-  seq: number;
-  event_id: string;
-  kind: string;
-  actor: unknown;
-  epoch: number;
-  payload: unknown;
-  created_at: string;
-  hash: string;
-}
-
-export function toJsonEvent(e: RoomEvent): JsonEvent {
-  return {
-    room_id: e.room_id,
-    seq: e.seq,
-    event_id: e.event_id,
-    kind: e.kind,
-    actor: JSON.parse(e.actor_json),
-    epoch: e.epoch,
-    payload: JSON.parse(e.payload_json),
-    created_at: e.created_at,
-    hash: e.hash,
-  };
-}
-
-export function toJsonPage(page: LogPage) {
-  return { ...page, events: page.events.map(toJsonEvent) };
-}
-
-export function optionalAuthority(a: { gateway_id: string; epoch: number } | undefined): Authority | undefined {
-  return a && a.gateway_id !== "" && a.epoch > 0 ? { gateway_id: a.gateway_id, epoch: a.epoch } : undefined;
 }
