@@ -12,3 +12,4 @@ export * from "./grpc.js";
 export * from "./ids.js";
 export * from "./names.js";
 export * from "./net.js";
+export * from "./peer-channel.js";

@@ -3,8 +3,6 @@
 export { AppendStream, roomClient } from "./api/grpc/room-client.js";
 export { ChatService } from "./app/chat.js";
 export { DEFAULT_GRPC, DEFAULT_HTTP, loadGatewayConfigFile, resolveGatewaySettings } from "./app/config.js";
-export { Gateway, type GatewayOptions, VERSION } from "./app/gateway.js";
-export { defaultHomePath, HermesHome } from "./app/home.js";
 export { ModelConfigSource } from "./app/model-config.js";
 export { PeerClient, type PeerMessage, type PeerSender } from "./app/peers/peer-client.js";
 export { addPeer, assertPeerName, listPeers, type PeerListing, removePeer } from "./app/peers/peer-config.js";
@@ -23,6 +21,8 @@ export { fromWirePage, packEvents, toWirePage, unpackEvents } from "./app/rooms/
 export { directRouting, SessionService } from "./app/sessions.js";
 export type { ProfileSettings } from "./core/models/profile-settings.js";
 export { parsePeerTarget } from "./core/peers/run-request.js";
+export { Gateway, type GatewayOptions, VERSION } from "./daemon/gateway.js";
 export { openGatewayDb, ProfileDatabases } from "./store/gateway-store.js";
+export { defaultHomePath, HermesHome } from "./store/home.js";
 export { purgeProfileState, rekeyProfileState } from "./store/identity-store.js";
 export { RoomsStore } from "./store/rooms-store.js";
