@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import {
+  type Cleanup,
   type Clock,
   createLogger,
   createMetrics,
@@ -28,9 +29,6 @@ export interface GatewayOptions {
   /** How listen addresses given as names are resolved (tests inject one). */
   resolver?: HostResolver;
 }
-
-/** What runs when start-up fails after it was set up (in reverse order), so nothing stays open. */
-export type Cleanup = (() => void)[];
 
 /** The first phase of a start: settings, the root database and what is keyed by the gateway's identity. */
 export interface Foundation {

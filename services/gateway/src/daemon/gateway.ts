@@ -1,5 +1,5 @@
 import { rmSync } from "node:fs";
-import { type Clock, type Db, formatHostPort, isoTime, type Logger, type Metrics, ServingStatus, shutdownServer } from "@hermes/common";
+import { type Clock, type Db, isoTime, type Logger, type Metrics, ServingStatus, shutdownServer, startInPhases } from "@hermes/common";
 import type { GatewayStatus } from "@hermes/proto/hermes/v1/gateway";
 import type { ChatService } from "../app/chat.js";
 import type { GatewaySettings } from "../app/config.js";
@@ -13,7 +13,7 @@ import type { LiveRouting, SessionService } from "../app/sessions.js";
 import type { RoutingIndex } from "../core/identity/routing-index.js";
 import { type ProfileDatabases, writeHeartbeats } from "../store/gateway-store.js";
 import type { HermesHome } from "../store/home.js";
-import { type Cleanup, type Foundation, type GatewayOptions, openFoundation } from "./foundation.js";
+import { type Foundation, type GatewayOptions, openFoundation } from "./foundation.js";
 import { type Servers, startServers } from "./servers.js";
 import { buildServices, type Services } from "./services.js";
 import { GatewayState } from "./state.js";
@@ -40,15 +40,15 @@ export class Gateway {
   readonly sessions: SessionService;
   readonly profiles: ProfileService;
   readonly chat: ChatService;
-  /** §4 bot-to-bot delivery (outbox, ingress, receipts). */
+  /** Bot-to-bot delivery (outbox, ingress, receipts). */
   readonly deliveries: DeliveryService;
-  /** §5.2 turns other gateways run here (`hermes peer dm/run`). */
+  /** Turns other gateways run here (`hermes peer dm/run`). */
   readonly peerRuns: PeerRuns;
-  /** §3 replicated rooms (store, group commit, replication, authority). */
+  /** Replicated rooms (store, group commit, replication, authority). */
   readonly rooms: RoomsService;
-  /** §3.6 the discussion driver of the rooms led here. */
+  /** The discussion driver of the rooms led here. */
   readonly discussions: DiscussionDriver;
-  /** §5.1 the dial-out link to the relay, when relay.url is configured. */
+  /** The dial-out link to the relay, when relay.url is configured. */
   readonly relay: RelayLink | undefined;
   /** What the operator should fix, logged at start (`gateway start` also prints them on stderr). */
   readonly startWarnings: string[];
@@ -83,20 +83,13 @@ export class Gateway {
     this.relay = s.relay;
   }
 
-  static async start(options: GatewayOptions): Promise<Gateway> {
-    const cleanup: Cleanup = [];
-    try {
+  static start(options: GatewayOptions): Promise<Gateway> {
+    return startInPhases(async (cleanup) => {
       const f = await openFoundation(options, cleanup);
       const services = buildServices(f, cleanup);
       const state = new GatewayState(f, services);
-      const servers = await startServers(f, services, state, cleanup);
-      const gateway = new Gateway(f, services, servers, state);
-      gateway.run();
-      return gateway;
-    } catch (err) {
-      for (const undo of cleanup.reverse()) undo();
-      throw err;
-    }
+      return new Gateway(f, services, await startServers(f, services, state, cleanup), state).run();
+    });
   }
 
   /**
@@ -104,7 +97,7 @@ export class Gateway {
    * deliveries recovered, followed rooms resumed, the driver closes turns left open, the relay link
    * dials, heartbeats are written, and only then is the gateway ready.
    */
-  private run(): void {
+  private run(): this {
     this.timers.push(setInterval(() => this.liveRouting.flush(), this.settings.routingPersistMs).unref());
     this.timers.push(setInterval(() => this.writeHeartbeats("running"), this.settings.heartbeatMs).unref());
     this.chat.recoverInterruptedTurns();
@@ -117,6 +110,7 @@ export class Gateway {
     this.servers.health.setAll(ServingStatus.SERVING);
     this.state.ready = true;
     this.logger.info({ grpc: this.grpcAddress, http: this.httpAddress, control: this.home.controlSocket }, "gateway ready");
+    return this;
   }
 
   get startedAt(): number {
@@ -124,11 +118,11 @@ export class Gateway {
   }
 
   get grpcAddress(): string {
-    return this.state.listening!.grpc;
+    return this.state.grpcAddress;
   }
 
   get httpAddress(): string {
-    return formatHostPort(this.servers.http.address);
+    return this.state.httpAddress;
   }
 
   status(): GatewayStatus {

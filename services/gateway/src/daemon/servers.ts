@@ -4,6 +4,7 @@ import {
   adaptService,
   addReflection,
   bindServer,
+  type Cleanup,
   claimUnixSocket,
   formatHostPort,
   GuardedServer,
@@ -26,7 +27,7 @@ import { roomServiceHandlers } from "../api/grpc/room-service.js";
 import { apiPlatformRoute } from "../api/http/api-platform.js";
 import { roomMethods } from "../api/rpc/room-methods.js";
 import { createRpcServer, type RpcServer } from "../api/rpc/rpc-server.js";
-import type { Cleanup, Foundation } from "./foundation.js";
+import type { Foundation } from "./foundation.js";
 import type { Services } from "./services.js";
 import type { GatewayState } from "./state.js";
 

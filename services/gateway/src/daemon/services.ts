@@ -1,3 +1,4 @@
+import type { Cleanup } from "@hermes/common";
 import { ChatService } from "../app/chat.js";
 import { DeliveryService, deliveryLanes } from "../app/delivery/delivery-service.js";
 import { DeliveryIngress } from "../app/delivery/ingress.js";
@@ -19,7 +20,7 @@ import { RoomsService } from "../app/rooms/rooms-service.js";
 import { SessionService } from "../app/sessions.js";
 import { DeliveriesStore } from "../store/deliveries-store.js";
 import { RunsStore } from "../store/runs-store.js";
-import type { Cleanup, Foundation } from "./foundation.js";
+import type { Foundation } from "./foundation.js";
 import { VERSION } from "./version.js";
 
 /**
@@ -85,7 +86,7 @@ function turnEngine(f: Foundation, p: ProfileServices, outbox: Outbox): ChatServ
   });
 }
 
-/** §3 rooms and §3.6 discussions: the log, the driver of the rooms led here, the room API, the member side of remote turns. */
+/** Rooms and discussions: the log, the driver of the rooms led here, the room API, the member side of remote turns. */
 function roomServices(f: Foundation, p: ProfileServices, chat: ChatService, relay: RelayRoutes | undefined) {
   const logger = f.logger.child({ module: "rooms" });
   const log = new RoomLog({
@@ -136,10 +137,8 @@ function roomServices(f: Foundation, p: ProfileServices, chat: ChatService, rela
   return { rooms, discussions, memberTurns };
 }
 
-/** Builds every service of the gateway (nothing runs yet: `Gateway.start` starts them once the servers listen). */
-export function buildServices(f: Foundation, cleanup: Cleanup): Services {
-  const p = profileServices(f);
-  const routes = relayRoutes(f, cleanup);
+/** The sending half of deliveries, which the turn engine needs: who can be messaged, and the outbox. */
+function deliveryFront(f: Foundation, p: ProfileServices, routes: RelayRoutes | undefined) {
   const store = new DeliveriesStore(f.db);
   const roster = new DeliveryRoster({
     db: f.db,
@@ -158,10 +157,16 @@ export function buildServices(f: Foundation, cleanup: Cleanup): Services {
     gatewayId: f.id,
     settings: f.settings.delivery,
   });
-  const chat = turnEngine(f, p, outbox);
+  return { store, roster, outbox };
+}
+
+type DeliveryFront = ReturnType<typeof deliveryFront>;
+
+/** The target half: mail for this gateway's bots (local, from peers, from the relay) runs through the turn engine. */
+function deliveryIngress(f: Foundation, p: ProfileServices, front: DeliveryFront, chat: ChatService) {
   const lanes = deliveryLanes(f.settings.delivery, f.metrics.registry);
   const ingress = new DeliveryIngress({
-    store,
+    store: front.store,
     profiles: p.profiles,
     sessions: p.sessions,
     chat,
@@ -171,7 +176,13 @@ export function buildServices(f: Foundation, cleanup: Cleanup): Services {
     metrics: lanes.metrics,
     lanes: lanes.ingress,
   });
-  const peerRuns = new PeerRuns({
+  return { lanes, ingress };
+}
+
+type DeliveryIngressParts = ReturnType<typeof deliveryIngress>;
+
+function peerRuns(f: Foundation, p: ProfileServices, chat: ChatService): PeerRuns {
+  return new PeerRuns({
     store: new RunsStore(f.db),
     profiles: p.profiles,
     sessions: p.sessions,
@@ -181,44 +192,69 @@ export function buildServices(f: Foundation, cleanup: Cleanup): Services {
     registry: f.metrics.registry,
     settings: { turnTimeoutMs: f.settings.delivery.turnTimeoutMs },
   });
-  const { rooms, discussions, memberTurns } = roomServices(f, p, chat, routes);
-  cleanup.push(() => void rooms.stop());
-  let relay: RelayLink | undefined;
-  if (routes) {
-    // What this gateway serves to the others through the relay tunnel.
-    const tunnelHandlers = new TunnelHandlers();
-    registerRoomTunnel(tunnelHandlers, rooms);
-    registerMemberTurnTunnel(tunnelHandlers, memberTurns);
-    relay = new RelayLink({
-      routes,
-      gatewayId: f.id,
-      version: VERSION,
-      logger: f.logger.child({ module: "relay" }),
-      clock: f.clock,
-      profiles: p.profiles,
-      config: p.config,
-      ingress,
-      tunnelHandlers,
-      outcomeTimeoutMs: f.settings.delivery.peerTimeoutMs,
-    });
-    const link = relay;
-    cleanup.push(() => void link.stop());
-  }
-  const deliveries = new DeliveryService({
-    store,
+}
+
+/** The relay's stream: it serves the rooms and member turns of this gateway through the tunnel and feeds the ingress. */
+function relayLink(
+  f: Foundation,
+  p: ProfileServices,
+  routes: RelayRoutes,
+  ingress: DeliveryIngress,
+  served: { rooms: RoomsService; memberTurns: MemberTurnServer },
+): RelayLink {
+  const tunnelHandlers = new TunnelHandlers();
+  registerRoomTunnel(tunnelHandlers, served.rooms);
+  registerMemberTurnTunnel(tunnelHandlers, served.memberTurns);
+  return new RelayLink({
+    routes,
+    gatewayId: f.id,
+    version: VERSION,
+    logger: f.logger.child({ module: "relay" }),
+    clock: f.clock,
+    profiles: p.profiles,
+    config: p.config,
+    ingress,
+    tunnelHandlers,
+    outcomeTimeoutMs: f.settings.delivery.peerTimeoutMs,
+  });
+}
+
+/** What moves the outbox's mail (built last: it needs every transport, the relay's included). */
+function deliveryService(
+  f: Foundation,
+  p: ProfileServices,
+  chat: ChatService,
+  front: DeliveryFront,
+  target: DeliveryIngressParts,
+  relay: RelayLink | undefined,
+): DeliveryService {
+  return new DeliveryService({
+    ...front,
+    ...target,
     profileDbs: f.profileDbs,
     profiles: p.profiles,
     sessions: p.sessions,
     chat,
-    outbox,
-    roster,
-    ingress,
-    lanes,
     peers: p.peers,
     relay: relay?.transport,
     clock: f.clock,
     logger: f.logger,
     settings: f.settings.delivery,
   });
-  return { ...p, chat, deliveries, peerRuns, rooms, discussions, memberTurns, relay };
+}
+
+/** Builds every service of the gateway (nothing runs yet: `Gateway.start` starts them once the servers listen). */
+export function buildServices(f: Foundation, cleanup: Cleanup): Services {
+  const p = profileServices(f);
+  const routes = relayRoutes(f, cleanup);
+  const front = deliveryFront(f, p, routes);
+  const chat = turnEngine(f, p, front.outbox);
+  const target = deliveryIngress(f, p, front, chat);
+  const runs = peerRuns(f, p, chat);
+  const { rooms, discussions, memberTurns } = roomServices(f, p, chat, routes);
+  cleanup.push(() => void rooms.stop());
+  const relay = routes ? relayLink(f, p, routes, target.ingress, { rooms, memberTurns }) : undefined;
+  if (relay) cleanup.push(() => void relay.stop());
+  const deliveries = deliveryService(f, p, chat, front, target, relay);
+  return { ...p, chat, deliveries, peerRuns: runs, rooms, discussions, memberTurns, relay };
 }

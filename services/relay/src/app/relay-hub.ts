@@ -26,7 +26,7 @@ export interface RelayHubDeps {
 }
 
 /**
- * The relay's switchboard (§5.1): which gateway holds which connection's stream, what each
+ * The relay's switchboard: which gateway holds which connection's stream, what each
  * announced, and the broker and tunnel behind them. The Connect handler hands it every stream's
  * events; the control socket revokes keys through it.
  */

@@ -5,7 +5,7 @@ export interface QueueDepth {
   in_flight: number;
 }
 
-/** The relay's counters (§7): envelopes, deliveries by outcome, forwards, refusals, tunnel calls. */
+/** The relay's counters: envelopes, deliveries by outcome, forwards, refusals, tunnel calls. */
 export class RelayMetrics {
   readonly accepted: Counter<never>;
   readonly deliveries: Counter<"outcome">;

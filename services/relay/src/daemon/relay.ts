@@ -6,10 +6,12 @@ import {
   adaptService,
   addReflection,
   bindServer,
+  type Cleanup,
   type Clock,
   claimUnixSocket,
   createLogger,
   createMetrics,
+  DaemonState,
   formatHostPort,
   GuardedServer,
   HealthRegistry,
@@ -23,6 +25,7 @@ import {
   sharedFolderWarning,
   shutdownServer,
   startHttpServer,
+  startInPhases,
   systemClock,
 } from "@hermes/common";
 import { RelayAdminServiceService, type RelayStatus } from "@hermes/proto/hermes/v1/relay";
@@ -60,9 +63,6 @@ export function relayDbPath(dataDir: string): string {
 export function relayControlSocket(dataDir: string): string {
   return join(dataDir, "relay.sock");
 }
-
-/** What runs when start-up fails after it was set up (in reverse order), so nothing stays open. */
-type Cleanup = (() => void)[];
 
 /** Settings, listen addresses (resolved once: the relay binds exactly these), the database, the relay id, logging and metrics. */
 async function openFoundation(options: RelayOptions, cleanup: Cleanup) {
@@ -127,18 +127,13 @@ function buildServices(f: Foundation) {
 
 type Services = ReturnType<typeof buildServices>;
 
-/** The running relay's own state: when it started, where it listens, whether it is ready (status, /readyz). */
-class RelayState implements RelayStatusSource {
-  readonly startedAt: number;
-  ready = false;
-  /** Set once the gRPC port and the HTTP port listen. */
-  listening: { grpc: string; http: string } | undefined;
-
+/** The running relay's state (DaemonState), and its status from it. */
+class RelayState extends DaemonState implements RelayStatusSource {
   constructor(
     private readonly f: Foundation,
     private readonly s: Services,
   ) {
-    this.startedAt = f.clock.now();
+    super(f.clock);
   }
 
   status(): RelayStatus {
@@ -147,10 +142,10 @@ class RelayState implements RelayStatusSource {
       relay_id: this.f.id,
       version: RELAY_VERSION,
       data_dir: this.f.settings.dataDir,
-      grpc_address: this.listening?.grpc ?? "",
-      http_address: this.listening?.http ?? "",
+      grpc_address: this.grpcAddress,
+      http_address: this.httpAddress,
       started_at: isoTime(this.startedAt),
-      uptime_seconds: (this.f.clock.now() - this.startedAt) / 1000,
+      uptime_seconds: this.uptimeSeconds,
       connections_online: this.s.sessions.size,
       connections_known: this.f.store.keys().length,
       queued: depth.queued,
@@ -215,7 +210,7 @@ async function startServers(f: Foundation, s: Services, state: RelayState, clean
 type Servers = Awaited<ReturnType<typeof startServers>>;
 
 /**
- * A running relay (§5.1): the SQLite queue, the roster, the Connect streams of the gateways, the
+ * A running relay: the SQLite queue, the roster, the Connect streams of the gateways, the
  * tunnel, gRPC (TCP for gateways, a control socket for key administration), HTTP health and
  * metrics. `start` builds it in dependency order (foundation → services → servers), then starts it.
  */
@@ -260,29 +255,23 @@ export class Relay {
     this.hub = s.hub;
   }
 
-  static async start(options: RelayOptions): Promise<Relay> {
-    const cleanup: Cleanup = [];
-    try {
+  static start(options: RelayOptions): Promise<Relay> {
+    return startInPhases(async (cleanup) => {
       const f = await openFoundation(options, cleanup);
       const services = buildServices(f);
       const state = new RelayState(f, services);
-      const servers = await startServers(f, services, state, cleanup);
-      const relay = new Relay(f, services, servers, state);
-      relay.run();
-      return relay;
-    } catch (err) {
-      for (const undo of cleanup.reverse()) undo();
-      throw err;
-    }
+      return new Relay(f, services, await startServers(f, services, state, cleanup), state).run();
+    });
   }
 
   /** Start-up, once the servers listen: the queue is recovered, the sweeper runs, then ready. */
-  private run(): void {
+  private run(): this {
     const recovered = this.broker.recover();
     this.timers.push(setInterval(() => this.sweep(), this.settings.sweepMs).unref());
     this.servers.health.setAll(ServingStatus.SERVING);
     this.state.ready = true;
     this.logger.info({ grpc: this.grpcAddress, http: this.httpAddress, recovered, roster_epoch: this.roster.epoch }, "relay ready");
+    return this;
   }
 
   get startedAt(): number {
@@ -290,11 +279,11 @@ export class Relay {
   }
 
   get grpcAddress(): string {
-    return this.state.listening!.grpc;
+    return this.state.grpcAddress;
   }
 
   get httpAddress(): string {
-    return formatHostPort(this.servers.http.address);
+    return this.state.httpAddress;
   }
 
   get controlSocket(): string {

@@ -69,7 +69,7 @@ export function deliveryLanes(settings: DeliverySettings, registry: Registry | u
 }
 
 /**
- * §4 bot-to-bot delivery on this gateway, after the outbox commit: the transports by route kind,
+ * Bot-to-bot delivery on this gateway, after the outbox commit: the transports by route kind,
  * the local target's ingress, completion notifications into the sender's Bot Chat, TTL sweeping,
  * restart recovery and the receipts the CLI shows.
  */

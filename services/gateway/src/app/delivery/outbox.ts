@@ -40,7 +40,7 @@ export interface OutboxEventMap {
 }
 
 /**
- * The sender's side of §4 up to the commit: `send` (message_agent, SendMessage) validates the
+ * The sender's side of a delivery up to the commit: `send` (message_agent, SendMessage) validates the
  * target and the message, commits the outbox row and acks `{status: "queued", delivery_id}`. What
  * happens next (transports, the local ingress, the sender's notification) is the delivery service's,
  * which subscribes to `queued`. Built before the turn engine, which offers message_agent through it;

@@ -35,7 +35,7 @@ interface RosterCache {
 }
 
 /**
- * Who can be messaged (§4): local profiles (with former names and personas), peers, relay bots.
+ * Who can be messaged: local profiles (with former names and personas), peers, relay bots.
  * Target resolution, attribution and the teammate roster of Bot Chat system prompts read it.
  * Cached; a profile change or a relay roster update invalidates it at once, and it is rebuilt every
  * ROSTER_TTL_MS anyway to pick up hand edits of titles, descriptions and bot_peers.

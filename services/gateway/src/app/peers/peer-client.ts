@@ -30,7 +30,7 @@ const CALL_MARGIN_MS = 30_000;
 const SHORT_CALL_MS = 30_000;
 
 /**
- * A registered peer's PeerService (§5.2), reached over the peer's channel (its URL and key from the
+ * A registered peer's PeerService, reached over the peer's channel (its URL and key from the
  * peer directory). Failures are typed so `hermes peer` exits 1 for peer/transport errors (unknown
  * peer, missing key, unreachable) and 2 for refusals (a wrong key, a bad request, an idempotency
  * conflict).

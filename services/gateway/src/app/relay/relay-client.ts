@@ -70,7 +70,7 @@ const WELCOME_TIMEOUT_MS = 15_000;
 
 /**
  * The channel to the relay: frames up to 8 MiB, keepalive pings (they keep a NAT mapping alive and
- * detect a dead path; the relay's policy allows them, §C.6) and a short channel back-off, since the
+ * detect a dead path; the relay's policy allows them) and a short channel back-off, since the
  * client's own back-off decides when to reconnect. The tunnel caller shares it.
  */
 export function relayChannel(

@@ -116,7 +116,7 @@ export interface RoomsServiceDeps {
 }
 
 /**
- * The discussion driver (§3.6, app/rooms/discussion-driver.ts) as the rooms service sees it: asked
+ * The discussion driver (app/rooms/discussion-driver.ts) as the rooms service sees it: asked
  * for status and to stop a room's discussion (it hears of commits and authority changes from the
  * room log).
  */
