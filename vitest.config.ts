@@ -11,7 +11,7 @@ const alias = [
   { find: /^@hermes\/common\/pure$/, replacement: here("./services/common/src/pure/index.ts") },
   { find: /^@hermes\/common$/, replacement: here("./services/common/src/index.ts") },
   { find: /^@hermes\/coordinator$/, replacement: here("./services/coordinator/src/index.ts") },
-  { find: /^@hermes\/gateway\/home$/, replacement: here("./services/gateway/src/app/home.ts") },
+  { find: /^@hermes\/gateway\/home$/, replacement: here("./services/gateway/src/store/home.ts") },
   { find: /^@hermes\/gateway$/, replacement: here("./services/gateway/src/index.ts") },
   { find: /^@hermes\/relay$/, replacement: here("./services/relay/src/index.ts") },
 ];

@@ -1,6 +1,5 @@
-import type { CallOptions, ChannelCredentials, Client, ClientOptions, Metadata, ServiceError } from "@grpc/grpc-js";
-import { credentials } from "@grpc/grpc-js";
-import { authMetadata, HermesError, parseGrpcUrl, plainTransportText, unaryCall, unixSocketAnswers } from "@hermes/common/client";
+import type { Client } from "@grpc/grpc-js";
+import { type ChannelOptions, PeerChannel, type UnaryMethod, unixSocketAnswers } from "@hermes/common/client";
 import { defaultHomePath, HermesHome } from "@hermes/gateway/home";
 
 /** The options every command takes. */
@@ -12,14 +11,10 @@ export interface GlobalOptions {
   profile?: string;
 }
 
-type ClientConstructor<C extends Client> = new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>) => C;
+export type { UnaryMethod };
 
-export type UnaryMethod<Req, Res> = (
-  request: Req,
-  metadata: Metadata,
-  options: Partial<CallOptions>,
-  callback: (error: ServiceError | null, response: Res) => void,
-) => unknown;
+/** Whole room logs and profile lists come back in one answer; commands wait up to two minutes by default. */
+const CLI_CHANNEL: ChannelOptions = { maxMessageBytes: 64 * 1024 * 1024, deadlineMs: 120_000 };
 
 /** What a command needs: where the home is, how to reach the gateway, how to print. */
 export class CliContext {
@@ -28,7 +23,7 @@ export class CliContext {
   readonly key: string | undefined;
   readonly gatewayUrl: string | undefined;
   readonly profile: string | undefined;
-  private readonly clients: Client[] = [];
+  private opened: PeerChannel | undefined;
 
   constructor(options: GlobalOptions) {
     this.home = new HermesHome(options.home ?? defaultHomePath());
@@ -38,13 +33,26 @@ export class CliContext {
     this.profile = options.profile;
   }
 
-  /** Where gRPC calls go: --gateway URL, else the control socket of the gateway serving --home. */
-  get target(): { address: string; tls: boolean; describe: string } {
-    if (this.gatewayUrl) {
-      const { target, tls } = parseGrpcUrl(this.gatewayUrl);
-      return { address: target, tls, describe: this.gatewayUrl };
-    }
-    return { address: `unix:${this.home.controlSocket}`, tls: false, describe: `the gateway serving ${this.home.root}` };
+  /**
+   * Where gRPC calls go: --gateway URL (with --key), else the control socket of the gateway
+   * serving --home (no key). Opened on first use.
+   */
+  get channel(): PeerChannel {
+    this.opened ??= this.gatewayUrl
+      ? PeerChannel.open(
+          { url: this.gatewayUrl, key: this.key, unreachableHint: "check the URL and that the gateway runs", nameReplies: false },
+          CLI_CHANNEL,
+        )
+      : PeerChannel.open(
+          {
+            url: `unix:${this.home.controlSocket}`,
+            describe: `the gateway serving ${this.home.root}`,
+            unreachableHint: `start one with: hermes --home ${this.home.root} gateway start`,
+            nameReplies: false,
+          },
+          CLI_CHANNEL,
+        );
+    return this.opened;
   }
 
   /**
@@ -56,39 +64,21 @@ export class CliContext {
     return unixSocketAnswers(this.home.controlSocket);
   }
 
-  client<C extends Client>(Ctor: ClientConstructor<C>): C {
-    const { address, tls } = this.target;
-    const client = new Ctor(address, tls ? credentials.createSsl() : credentials.createInsecure(), {
-      "grpc.max_receive_message_length": 64 * 1024 * 1024,
-    });
-    this.clients.push(client);
-    return client;
+  client<C extends Client>(Ctor: new (...args: ConstructorParameters<typeof Client>) => C): C {
+    return this.channel.client(Ctor);
   }
 
-  metadata(): Metadata {
-    return authMetadata(this.gatewayUrl ? this.key : undefined);
+  /** Metadata of a call: the key when the gateway is reached by URL (the control socket needs none). */
+  metadata() {
+    return this.channel.metadata();
   }
 
-  /** Calls a unary method; transport failures become `unavailable` with a hint to start the gateway. */
-  async call<Req, Res>(client: Client, method: UnaryMethod<Req, Res>, request: Req, timeoutMs = 120_000): Promise<Res> {
-    try {
-      return await unaryCall<Res>((cb) =>
-        method.call(client, request, this.metadata(), { deadline: new Date(Date.now() + timeoutMs) }, (err, res) => cb(err, res)),
-      );
-    } catch (err) {
-      if (err instanceof HermesError && err.reason === "unavailable") {
-        const hint = this.gatewayUrl
-          ? `check the URL and that the gateway runs`
-          : `start one with: hermes --home ${this.home.root} gateway start`;
-        throw new HermesError("unavailable", `cannot reach ${this.target.describe}: ${plainTransportText(err.message)}; ${hint}`, {
-          cause: err,
-        });
-      }
-      throw err;
-    }
+  /** Calls a unary method; a gateway that cannot be reached is `unavailable` with a hint to start it. */
+  call<Req, Res>(client: Client, method: UnaryMethod<Req, Res>, request: Req, timeoutMs?: number): Promise<Res> {
+    return this.channel.unary(client, method, request, { timeoutMs });
   }
 
   close(): void {
-    for (const c of this.clients) c.close();
+    this.opened?.close();
   }
 }

@@ -11,4 +11,5 @@ export * from "./grpc.js";
 export * from "./grpc-status.js";
 export * from "./ids.js";
 export * from "./net.js";
+export * from "./peer-channel.js";
 export * from "./pure/index.js";

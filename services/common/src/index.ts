@@ -1,5 +1,6 @@
 export * from "./client.js";
 export * from "./config.js";
+export * from "./daemon.js";
 export * from "./grpc-server.js";
 export * from "./grpc-standard.js";
 export * from "./http.js";

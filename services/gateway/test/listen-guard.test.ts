@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { createLogger, type HostResolver } from "@hermes/common";
 import { Relay } from "@hermes/relay";
 import { afterEach, describe, expect, it } from "vitest";
-import { Gateway } from "../src/app/gateway.js";
+import { Gateway } from "../src/daemon/gateway.js";
 import { failure } from "./support/peers-fixtures.js";
 
 /**

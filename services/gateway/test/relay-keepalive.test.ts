@@ -3,7 +3,7 @@ import { createLogger, systemClock } from "@hermes/common";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { envelope, FakeGateway } from "../../relay/test/support/fake-gateway.js";
 import { startTestRelay, type TestRelay } from "../../relay/test/support/relay-harness.js";
-import { RelayClient, type RelayIngress } from "../src/app/relay/relay-client.js";
+import { RelayClient, type RelayIngress, relayChannel } from "../src/app/relay/relay-client.js";
 import { TunnelHandlers } from "../src/app/relay/tunnel-handlers.js";
 import { eventually } from "./support/delivery-fixtures.js";
 
@@ -82,8 +82,7 @@ afterAll(async () => {
 
 function homeClient(keepaliveMs: number, ingress: RelayIngress): RelayClient {
   return new RelayClient({
-    url: `grpc://127.0.0.1:${proxy.port}`,
-    key: keys["home"],
+    channel: relayChannel({ url: `grpc://127.0.0.1:${proxy.port}`, key: keys["home"] }, { keepaliveMs, keepaliveTimeoutMs: 500 }),
     connection: "home",
     gatewayId: "gw-home",
     version: "test",
@@ -92,8 +91,6 @@ function homeClient(keepaliveMs: number, ingress: RelayIngress): RelayClient {
     localBots: () => [{ handle: "bob", display_name: "Bob", title: "", description: "" }],
     ingress,
     tunnel: new TunnelHandlers(),
-    keepaliveMs,
-    keepaliveTimeoutMs: 500,
     backoff: { initialMs: 100, maxMs: 500 },
     outcomeTimeoutMs: 60_000,
   });

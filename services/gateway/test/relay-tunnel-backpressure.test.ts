@@ -1,12 +1,11 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { credentials } from "@grpc/grpc-js";
-import { RelayServiceClient } from "@hermes/proto/hermes/v1/relay";
+import type { PeerChannel } from "@hermes/common";
 import { LogPage as WireLogPage } from "@hermes/proto/hermes/v1/rooms";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestRelay, type TestRelay } from "../../relay/test/support/relay-harness.js";
-import { MAX_UNSENT_TUNNEL_BYTES } from "../src/app/relay/relay-client.js";
+import { MAX_UNSENT_TUNNEL_BYTES, relayChannel } from "../src/app/relay/relay-client.js";
 import type { TunnelPage } from "../src/app/relay/relay-room-source.js";
 import { TunnelClient } from "../src/app/relay/tunnel-client.js";
 import { fromWirePage } from "../src/app/rooms/wire.js";
@@ -30,7 +29,7 @@ const WHILE_FULL = 20;
 let relay: TestRelay;
 let proxy: CuttableProxy;
 let home: TestGateway;
-let callerGrpc: RelayServiceClient;
+let callerChannel: PeerChannel;
 let callerTunnel: TunnelClient;
 
 beforeAll(async () => {
@@ -45,12 +44,12 @@ beforeAll(async () => {
     overrides: { id: "home", relayUrl: proxy.url, relayKey: keys.home },
   });
   await eventually(() => expect(home.gateway.relay!.status().state).toBe("connected"));
-  callerGrpc = new RelayServiceClient(relay.relay.grpcAddress, credentials.createInsecure());
-  callerTunnel = new TunnelClient(() => callerGrpc, keys.caller);
+  callerChannel = relayChannel({ url: `grpc://${relay.relay.grpcAddress}`, key: keys.caller });
+  callerTunnel = new TunnelClient(callerChannel);
 });
 
 afterAll(async () => {
-  callerGrpc?.close();
+  callerChannel?.close();
   await home?.destroy();
   await proxy?.close();
   await relay?.destroy();

@@ -1,8 +1,8 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { peerKeyVariable } from "@hermes/common";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { peerKeyName } from "../src/app/peers/peer-directory.js";
 import type { Member } from "../src/core/rooms/index.js";
 import { createBot, eventually, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
 import {
@@ -65,7 +65,7 @@ beforeAll(async () => {
       ...config,
       bot_peers: Object.fromEntries(others.map(([other, o]) => [other, { url: `grpc://${o.gateway.grpcAddress}` }])),
     });
-    writeHomeEnv(t.home, { ...env, ...Object.fromEntries(others.map(([other]) => [peerKeyName(other), TEST_KEY])) });
+    writeHomeEnv(t.home, { ...env, ...Object.fromEntries(others.map(([other]) => [peerKeyVariable(other), TEST_KEY])) });
   }
 
   // As `hermes up` creates it: alice without a gateway (she is a profile of the creator), the others by gateway.

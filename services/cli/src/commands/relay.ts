@@ -1,7 +1,6 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { credentials, Metadata } from "@grpc/grpc-js";
-import { DAEMON_UMASK, HermesError, systemClock, unaryCall, unixSocketAnswers } from "@hermes/common/client";
+import { DAEMON_UMASK, HermesError, PeerChannel, systemClock, unixSocketAnswers } from "@hermes/common/client";
 import { type ConnectionInfo, RelayAdminServiceClient, type RelayStatus } from "@hermes/proto/hermes/v1/relay";
 import type { KeyAdmin, RelayStore } from "@hermes/relay";
 import type { Command } from "commander";
@@ -27,17 +26,17 @@ function dataDir(ctx: CliContext, o: RelayOptions): string {
 async function withKeys<T>(
   dir: string,
   create: boolean,
-  live: (client: RelayAdminServiceClient) => Promise<T>,
+  live: (admin: RelayAdmin) => Promise<T>,
   offline: (admin: KeyAdmin, store: RelayStore) => T,
 ): Promise<T> {
   const { KeyAdmin, RelayStore, relayControlSocket, relayDbPath } = await import("@hermes/relay");
   const socket = relayControlSocket(dir);
   if (await unixSocketAnswers(socket)) {
-    const client = new RelayAdminServiceClient(`unix:${socket}`, credentials.createInsecure());
+    const admin = relayAdmin(dir, socket);
     try {
-      return await live(client);
+      return await live(admin);
     } finally {
-      client.close();
+      admin.channel.close();
     }
   }
   if (create) mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -55,8 +54,18 @@ async function withKeys<T>(
   }
 }
 
-function deadline() {
-  return { deadline: new Date(Date.now() + 30_000) };
+/** RelayAdminService on the relay's control socket (no key: the socket is 0600). */
+interface RelayAdmin {
+  channel: PeerChannel;
+  client: RelayAdminServiceClient;
+}
+
+function relayAdmin(dir: string, socket: string): RelayAdmin {
+  const channel = PeerChannel.open(
+    { url: `unix:${socket}`, describe: `the relay serving ${dir}`, nameReplies: false },
+    { deadlineMs: 30_000 },
+  );
+  return { channel, client: channel.client(RelayAdminServiceClient) };
 }
 
 export function registerRelayCommands(program: Command, run: CommandRunner): void {
@@ -106,9 +115,9 @@ export function registerRelayCommands(program: Command, run: CommandRunner): voi
         if (!(await unixSocketAnswers(socket))) {
           throw new HermesError("unavailable", `no relay is serving ${dir}; start one with: hermes relay start --data ${dir}`);
         }
-        const client = new RelayAdminServiceClient(`unix:${socket}`, credentials.createInsecure());
+        const { channel, client } = relayAdmin(dir, socket);
         try {
-          const s = await unaryCall<RelayStatus>((cb) => client.status({}, new Metadata(), deadline(), cb));
+          const s: RelayStatus = await channel.unary(client, client.status, {});
           emit(ctx.json, s, () =>
             table(
               ["FIELD", "VALUE"],
@@ -127,7 +136,7 @@ export function registerRelayCommands(program: Command, run: CommandRunner): voi
             ),
           );
         } finally {
-          client.close();
+          channel.close();
         }
       }),
     );
@@ -144,10 +153,7 @@ export function registerRelayCommands(program: Command, run: CommandRunner): voi
         const added = await withKeys<{ connection: string; key: string; created_at: string }>(
           dir,
           true,
-          (c) =>
-            unaryCall<{ connection: string; key: string; created_at: string }>((cb) =>
-              c.addKey({ connection: name }, new Metadata(), deadline(), cb),
-            ),
+          ({ channel, client }) => channel.unary(client, client.addKey, { connection: name }),
           (admin) => admin.add(name),
         );
         emit(
@@ -169,8 +175,7 @@ export function registerRelayCommands(program: Command, run: CommandRunner): voi
         const list = await withKeys<ConnectionInfo[]>(
           dir,
           false,
-          async (c) =>
-            (await unaryCall<{ connections: ConnectionInfo[] }>((cb) => c.listKeys({}, new Metadata(), deadline(), cb))).connections,
+          async ({ channel, client }) => (await channel.unary(client, client.listKeys, {})).connections,
           (admin) => admin.list(),
         );
         emit(ctx.json, { connections: list }, () =>
@@ -194,10 +199,7 @@ export function registerRelayCommands(program: Command, run: CommandRunner): voi
         const revoked = await withKeys(
           dir,
           false,
-          (c) =>
-            unaryCall<{ connection: string; disconnected: boolean }>((cb) =>
-              c.revokeKey({ connection: name }, new Metadata(), deadline(), cb),
-            ),
+          ({ channel, client }) => channel.unary(client, client.revokeKey, { connection: name }),
           (_admin, store) => {
             if (!store.revokeKey(name)) {
               throw new HermesError("not_found", `no key for connection ${name}; list them with: hermes relay key list --data ${dir}`);

@@ -18,12 +18,12 @@ import { compactTranscript } from "../core/models/compaction.js";
 import type { ChatMessage, ToolCall, ToolSpec } from "../core/models/provider.js";
 import { buildSystemPrompt, type PersonaText, type RosterEntry } from "../core/models/system-prompt.js";
 import type { ProfileDatabases } from "../store/gateway-store.js";
+import { endTurnObligation, failInterruptedTurns, type ObligationEnd, openTurnObligation } from "../store/obligations-store.js";
 import type { SessionRow } from "../store/sessions-store.js";
 import { type TranscriptMessage, TranscriptStore } from "../store/sessions-store.js";
 import { AgentCache, buildChain, endpointIdentity, type PreparedAgent } from "./agents.js";
 import type { AgentSettings } from "./config.js";
-import type { HermesHome } from "./home.js";
-import { ModelConfigSource, type ProfileModelConfig } from "./model-config.js";
+import type { ModelConfigSource, ProfileModelConfig } from "./model-config.js";
 import type { ProfileService } from "./profiles.js";
 import type { SessionService } from "./sessions.js";
 
@@ -49,7 +49,7 @@ export interface TurnOutput {
   tool_calls: number;
 }
 
-/** What message_agent does: queue a delivery on behalf of a bot and return the ack at once. */
+/** What message_agent needs (the delivery outbox and roster): queue a delivery on behalf of a bot, ack at once. */
 export interface MessageAgentHost {
   send(from: string, target: string, message: string): { status: "queued"; delivery_id: string };
   /** The teammate roster of a bot's canonical Bot Chat. */
@@ -57,7 +57,6 @@ export interface MessageAgentHost {
 }
 
 export interface ChatDeps {
-  home: HermesHome;
   db: Db;
   profileDbs: ProfileDatabases;
   profiles: ProfileService;
@@ -65,8 +64,10 @@ export interface ChatDeps {
   clock: Clock;
   logger: Logger;
   gatewayId: string;
-  /** Secrets and api keys come from here after the .env files (defaults to process.env). */
-  env?: NodeJS.ProcessEnv | undefined;
+  /** The profiles' effective config (and secrets), re-read when the files change. */
+  modelConfig: ModelConfigSource;
+  /** message_agent in canonical Bot Chats; without it Bot Chats offer no tools. */
+  messaging?: MessageAgentHost | undefined;
   agents?: AgentSettings | undefined;
   registry?: Registry | undefined;
 }
@@ -163,7 +164,7 @@ export class ChatService {
   readonly modelConfig: ModelConfigSource;
   readonly agents: AgentCache;
   private readonly settings: AgentSettings;
-  private host: MessageAgentHost | undefined;
+  private readonly host: MessageAgentHost | undefined;
   private stopping = false;
   private readonly stopController = new AbortController();
   private readonly turnCounter: Counter<"kind" | "outcome">;
@@ -173,7 +174,8 @@ export class ChatService {
 
   constructor(private readonly deps: ChatDeps) {
     this.settings = deps.agents ?? DEFAULT_AGENT_SETTINGS;
-    this.modelConfig = new ModelConfigSource(deps.home, deps.env ?? process.env);
+    this.modelConfig = deps.modelConfig;
+    this.host = deps.messaging;
     this.agents = new AgentCache(this.settings, deps.clock, deps.logger, deps.registry);
     this.turnCounter = new Counter({
       name: "hermes_turns_total",
@@ -181,11 +183,7 @@ export class ChatService {
       labelNames: ["kind", "outcome"] as const,
       registers: deps.registry ? [deps.registry] : [],
     });
-  }
-
-  /** Wires message_agent (the delivery service) in; without it Bot Chats offer no tools. */
-  attachMessaging(host: MessageAgentHost): void {
-    this.host = host;
+    deps.profiles.events.on("stopping", (name) => this.stopProfile(name));
   }
 
   private lane(sessionId: string): PQueue {
@@ -332,22 +330,20 @@ export class ChatService {
     return session;
   }
 
-  private openObligation(session: SessionRow): (state: "delivered" | "failed") => void {
+  private openObligation(session: SessionRow): (state: ObligationEnd) => void {
     const { db, clock } = this.deps;
     const id = newId("obl");
     const now = () => isoTime(clock.now());
-    db.prepare(
-      `INSERT INTO delivery_obligations (obligation_id, adapter_profile, session_key, kind, state, payload_json, created_at, updated_at)
-       VALUES (?, ?, ?, 'turn_reply', 'pending', ?, ?, ?)`,
-    ).run(id, session.profile_name, session.session_key, JSON.stringify({ session_id: session.session_id }), now(), now());
+    openTurnObligation(db, {
+      obligation_id: id,
+      profile: session.profile_name,
+      session_key: session.session_key,
+      session_id: session.session_id,
+      now: now(),
+    });
     return (state) => {
       try {
-        // Only while still pending: a delete that abandoned it meanwhile has the last word.
-        db.prepare("UPDATE delivery_obligations SET state = ?, updated_at = ? WHERE obligation_id = ? AND state = 'pending'").run(
-          state,
-          now(),
-          id,
-        );
+        endTurnObligation(db, id, state, now());
       } catch (err) {
         this.deps.logger.warn({ err, obligation_id: id }, "updating a turn obligation failed");
       }
@@ -529,9 +525,7 @@ export class ChatService {
 
   /** Turns that were running when the process died: their obligations are marked failed, never re-run. */
   recoverInterruptedTurns(): number {
-    return this.deps.db
-      .prepare("UPDATE delivery_obligations SET state = 'failed', updated_at = ? WHERE kind = 'turn_reply' AND state = 'pending'")
-      .run(isoTime(this.deps.clock.now())).changes;
+    return failInterruptedTurns(this.deps.db, isoTime(this.deps.clock.now()));
   }
 
   /** Before a profile is deleted: its queued turns are dropped and its running ones stopped, each caller told why. */

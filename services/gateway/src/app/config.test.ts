@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { HermesHome } from "../store/home.js";
 import { DEFAULT_MAX_RPC_CONNECTIONS, resolveGatewaySettings } from "./config.js";
-import { HermesHome } from "./home.js";
 
 /** The `http:` keys of config.yaml and their environment override. */
 

@@ -15,7 +15,7 @@ import {
   validateConfig,
 } from "@hermes/common";
 import { z } from "zod";
-import type { HermesHome } from "./home.js";
+import type { HermesHome } from "../store/home.js";
 
 const hostPort = z.string().refine((v) => {
   try {

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { HermesHome } from "./home.js";
+import { HermesHome } from "../store/home.js";
 import { ModelConfigSource } from "./model-config.js";
 
 let root: string;

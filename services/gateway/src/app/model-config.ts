@@ -3,8 +3,8 @@ import { join } from "node:path";
 import { DEFAULT_PROFILE, HermesError, readEnvFile, readYamlFile, validateConfig } from "@hermes/common";
 import { type Document, parseDocument } from "yaml";
 import type { ChannelOverride, GlobalModelConfig, PlatformsConfig } from "../core/models/channel-overrides.js";
+import type { HermesHome } from "../store/home.js";
 import { type GatewayConfigFile, gatewayConfigSchema, type ModelConfig, modelConfigSchema } from "./config.js";
-import type { HermesHome } from "./home.js";
 
 /** `providers.<name>`: an OpenAI-compatible endpoint. */
 export interface ProviderEntry {

@@ -1,9 +1,9 @@
 import { DEFAULT_PROFILE, HermesError, validateConfig } from "@hermes/common";
 import { parse as parseYaml } from "yaml";
 import { type ConfigEdit, type ProfileSettings, planProfileSettings } from "../core/models/profile-settings.js";
+import type { HermesHome } from "../store/home.js";
 import { providerKeyEnv } from "./agents.js";
 import { gatewayConfigSchema, type ModelConfig, modelConfigSchema } from "./config.js";
-import type { HermesHome } from "./home.js";
 import { DEFAULT_OPENAI_ENTRY, ModelConfigSource, profileConfigFile, readConfigDocument } from "./model-config.js";
 
 /** What `profile set` changed, and where the bot's model now points. */

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { type Db, HermesError, NODE_WRITE_FS, systemClock, type WriteFs } from "@hermes/common";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openGatewayDb, ProfileDatabases } from "../store/gateway-store.js";
-import { HermesHome } from "./home.js";
+import { HermesHome } from "../store/home.js";
 import { ProfileService } from "./profiles.js";
 import { directRouting, SessionService } from "./sessions.js";
 

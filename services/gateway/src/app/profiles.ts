@@ -13,9 +13,11 @@ import {
 } from "@hermes/common";
 import { botChatOrigin, routingKey } from "../core/identity/routing-key.js";
 import type { ProfileDatabases } from "../store/gateway-store.js";
+import type { HermesHome } from "../store/home.js";
 import { purgeProfileState, rekeyProfileState, type TableCounts } from "../store/identity-store.js";
+import { aliasesOf, aliasTarget, dropAlias, recordAlias } from "../store/profiles-store.js";
 import { loadGatewayConfigFile, loadProfileConfig } from "./config.js";
-import type { HermesHome } from "./home.js";
+import { Events } from "./events.js";
 import type { RoutingAccess, SessionService } from "./sessions.js";
 
 export interface ProfileInfo {
@@ -55,17 +57,20 @@ export interface RenameResult {
   warning: string;
 }
 
-/** Hooks a running gateway gives so profile changes reach its live parts (lanes, agent cache, roster). */
-export interface ProfileLifecycle {
+/** What changed in the set of profiles or how one is shown (rosters and the relay announce are rebuilt). */
+export type ProfileChange = { kind: "created" | "deleted" | "relabelled"; name: string } | { kind: "renamed"; name: string; from: string };
+
+/** Profile lifecycle events, for the live parts of a running gateway (lanes, turns, rosters). */
+export interface ProfileEventMap {
   /**
    * Before the profile is deleted: end every open delivery sent by or to it (typed, senders told)
    * and stop every turn running or queued for it.
    */
-  stopProfile?(name: string): void;
-  /** The profile's folder moved and its identity was migrated: lanes keyed by the old name follow. */
-  profileRenamed?(oldName: string, newName: string): void;
-  /** The profile set or names changed (roster epoch, peers, relay announce). */
-  profilesChanged?(): void;
+  stopping: [name: string];
+  /** The profile's folder moved and its identity was migrated: what is keyed by the old name follows. */
+  renamed: [oldName: string, newName: string];
+  /** Created, renamed, relabelled or deleted (after the change is complete). */
+  changed: [change: ProfileChange];
 }
 
 const DISPLAY_NAME_MAX = 64;
@@ -86,8 +91,10 @@ export class ProfileService {
     private readonly sessions: SessionService,
     private readonly routing: RoutingAccess,
     private readonly clock: Clock,
-    private readonly lifecycle: ProfileLifecycle = {},
   ) {}
+
+  /** Lifecycle events; services of a running gateway subscribe when they are built. */
+  readonly events = new Events<ProfileEventMap>();
 
   /** The default profile (HERMES_HOME itself) exists from the start, and so does its Bot Chat. */
   ensureDefault(): void {
@@ -116,10 +123,8 @@ export class ProfileService {
     if (nameOrAlias === DEFAULT_PROFILE) return DEFAULT_PROFILE;
     assertProfileName(nameOrAlias);
     if (this.home.isLiveProfile(nameOrAlias)) return nameOrAlias;
-    const alias = this.db.prepare("SELECT profile_name FROM profile_aliases WHERE alias = ?").get(nameOrAlias) as
-      | { profile_name: string }
-      | undefined;
-    if (alias && this.home.isLiveProfile(alias.profile_name)) return alias.profile_name;
+    const aliased = aliasTarget(this.db, nameOrAlias);
+    if (aliased && this.home.isLiveProfile(aliased)) return aliased;
     const deleted = this.home.isTombstoned(nameOrAlias) ? " (it was deleted)" : "";
     throw new HermesError("not_found", `unknown profile ${nameOrAlias}${deleted}; list profiles with: hermes profile list`, {
       data: { profile: nameOrAlias, profiles: this.names() },
@@ -139,9 +144,7 @@ export class ProfileService {
   private info(name: string): ProfileInfo {
     const own = loadProfileConfig(this.home, name);
     const global = name === DEFAULT_PROFILE ? own : loadGatewayConfigFile(this.home);
-    const aliases = (
-      this.db.prepare("SELECT alias FROM profile_aliases WHERE profile_name = ? ORDER BY alias").all(name) as { alias: string }[]
-    ).map((r) => r.alias);
+    const aliases = aliasesOf(this.db, name);
     return {
       name,
       display_name: this.displayName(name),
@@ -190,7 +193,7 @@ export class ProfileService {
       this.db
         .transaction(() => {
           // A profile created explicitly under a former name takes the name back from the alias.
-          this.db.prepare("DELETE FROM profile_aliases WHERE alias = ?").run(name);
+          dropAlias(this.db, name);
           this.sessions.botChat(name);
         })
         .immediate();
@@ -199,7 +202,7 @@ export class ProfileService {
       this.unpublish(name, dir, wasDeleted);
       throw err;
     }
-    this.lifecycle.profilesChanged?.();
+    this.events.emit("changed", { kind: "created", name });
     return this.info(name);
   }
 
@@ -269,11 +272,7 @@ export class ProfileService {
       counts = this.db
         .transaction(() => {
           const c = rekeyProfileState(this.db, oldName, newName);
-          this.db
-            .prepare(
-              "INSERT INTO profile_aliases (alias, profile_name, created_at) VALUES (?, ?, ?) ON CONFLICT(alias) DO UPDATE SET profile_name = excluded.profile_name",
-            )
-            .run(oldName, newName, isoTime(this.clock.now()));
+          recordAlias(this.db, oldName, newName, isoTime(this.clock.now()));
           return c;
         })
         .immediate();
@@ -338,8 +337,8 @@ export class ProfileService {
       // would collide with the old one and make the retry impossible.
       this.home.writeFile(this.pendingMarker(newName), `${oldName}\n`);
     }
-    if (migration.ok) this.lifecycle.profileRenamed?.(oldName, newName);
-    this.lifecycle.profilesChanged?.();
+    if (migration.ok) this.events.emit("renamed", oldName, newName);
+    this.events.emit("changed", { kind: "renamed", name: newName, from: oldName });
     return { profile: this.info(newName), display_name_only: false, migration, warning };
   }
 
@@ -355,7 +354,7 @@ export class ProfileService {
     const file = join(this.home.root, "profile.yaml");
     const meta = (readYamlFile(file) ?? {}) as Record<string, unknown>;
     this.home.writeYaml(file, { ...meta, display_name: trimmed });
-    this.lifecycle.profilesChanged?.();
+    this.events.emit("changed", { kind: "relabelled", name: DEFAULT_PROFILE });
     return { profile: this.info(DEFAULT_PROFILE), display_name_only: true, migration: undefined, warning: "" };
   }
 
@@ -364,7 +363,7 @@ export class ProfileService {
       throw new HermesError("default_profile", "the default profile cannot be deleted (it is HERMES_HOME itself)");
     }
     const name = this.resolve(nameOrAlias);
-    this.lifecycle.stopProfile?.(name);
+    this.events.emit("stopping", name);
     // Tombstone first: from here on no late write can recreate anything under the profile.
     const tombstone = this.home.writeTombstone(name);
     this.profileDbs.forget(name);
@@ -378,7 +377,7 @@ export class ProfileService {
     // The live index follows the database, so the counts above are what was stored.
     this.routing.removeProfile(name);
     this.routing.flush();
-    this.lifecycle.profilesChanged?.();
+    this.events.emit("changed", { kind: "deleted", name });
     return { name, purged, tombstone };
   }
 }

@@ -1,8 +1,7 @@
-import type { Db } from "@hermes/common";
-import { type Clock, isoTime, newId } from "@hermes/common";
-import type { RoutingEntry } from "../core/identity/routing-index.js";
+import { type Clock, type Db, isoTime, type Logger, newId } from "@hermes/common";
+import { type RoutingEntry, RoutingIndex } from "../core/identity/routing-index.js";
 import { botChatOrigin, type RoutingOrigin, routingKey } from "../core/identity/routing-key.js";
-import { persistRoutingChanges } from "../store/routing-store.js";
+import { loadRoutingEntries, persistRoutingChanges } from "../store/routing-store.js";
 import { type SessionKind, type SessionRow, SessionsStore } from "../store/sessions-store.js";
 
 /**
@@ -29,6 +28,61 @@ export function directRouting(db: Db): RoutingAccess {
     removeProfile: () => 0,
     flush: () => {},
   };
+}
+
+/**
+ * RoutingAccess of a running gateway: the in-memory index (loaded at start), persisted right after
+ * a change (the changes of one tick in one commit) and every `gateway.routing_persist_seconds`.
+ */
+export class LiveRouting implements RoutingAccess {
+  readonly index: RoutingIndex;
+  private flushScheduled = false;
+
+  constructor(
+    private readonly db: Db,
+    private readonly logger: Logger,
+  ) {
+    this.index = RoutingIndex.from(loadRoutingEntries(db));
+  }
+
+  upsert(entry: RoutingEntry): void {
+    this.index.upsert(entry);
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      this.flush();
+    });
+  }
+
+  collisions(oldName: string, newName: string): string[] {
+    return this.index.collisions(oldName, newName);
+  }
+
+  rekeyProfile(oldName: string, newName: string): number {
+    return this.index.rekeyProfile(oldName, newName, { persisted: true });
+  }
+
+  removeProfile(name: string): number {
+    return this.index.removeProfile(name);
+  }
+
+  /** Persists pending changes; when that fails they are kept (and logged) for the next try. */
+  flush(): void {
+    if (!this.index.hasChanges) return;
+    const changes = this.index.takeChanges();
+    try {
+      persistRoutingChanges(this.db, changes);
+    } catch (err) {
+      this.index.restoreChanges(changes);
+      this.logger.error({ err }, "persisting the routing index failed; will retry");
+    }
+  }
+
+  /** The last persist, at a graceful stop: a failure is thrown to the caller. */
+  persistAll(): void {
+    persistRoutingChanges(this.db, this.index.takeChanges());
+  }
 }
 
 /** Sessions keyed by routing key: one per (profile, platform, chat, thread); the Bot Chat is one of them. */

@@ -1,6 +1,6 @@
 import { join } from "node:path";
-import { type Db, type HermesError, openDatabase, writeFailure } from "@hermes/common";
-import type { HermesHome } from "../app/home.js";
+import { type Db, type HermesError, openDatabase, statement, writeFailure } from "@hermes/common";
+import type { HermesHome } from "./home.js";
 import { GATEWAY_MIGRATIONS, PROFILE_MIGRATIONS } from "./migrations/index.js";
 
 export function openGatewayDb(home: HermesHome, busyTimeoutMs = 5000): Db {
@@ -89,4 +89,19 @@ export class ProfileDatabases {
     for (const db of this.open.values()) db.close();
     this.open.clear();
   }
+}
+
+/** One heartbeat row per hosted profile (identity-keyed: they follow renames, go with deletes), in one transaction. */
+export function writeHeartbeats(
+  db: Db,
+  beat: { profiles: readonly string[]; gateway_id: string; pid: number; state: "running" | "stopped"; at: string },
+): void {
+  const upsert = statement(
+    db,
+    `INSERT INTO gateway_heartbeats (profile, gateway_id, pid, state, last_seen_at) VALUES (?, ?, ?, ?, ?)
+     ON CONFLICT(profile) DO UPDATE SET gateway_id = excluded.gateway_id, pid = excluded.pid, state = excluded.state, last_seen_at = excluded.last_seen_at`,
+  );
+  db.transaction(() => {
+    for (const name of beat.profiles) upsert.run(name, beat.gateway_id, beat.pid, beat.state, beat.at);
+  })();
 }

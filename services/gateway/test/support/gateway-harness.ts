@@ -4,7 +4,7 @@ import { join } from "node:path";
 import type { CallOptions, Metadata, ServiceError } from "@grpc/grpc-js";
 import { type Client, credentials } from "@grpc/grpc-js";
 import { authMetadata, createLogger, unaryCall } from "@hermes/common";
-import { Gateway, type GatewayOptions } from "../../src/app/gateway.js";
+import { Gateway, type GatewayOptions } from "../../src/daemon/gateway.js";
 
 export const TEST_KEY = "test-key-0123456789abcdef";
 

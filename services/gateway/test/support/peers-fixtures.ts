@@ -1,8 +1,8 @@
 import type { HermesError } from "@hermes/common";
-import { HermesHome } from "../../src/app/home.js";
 import { ModelConfigSource } from "../../src/app/model-config.js";
 import { PeerClient, type PeerMessage } from "../../src/app/peers/peer-client.js";
 import { peerDirectory } from "../../src/app/peers/peer-directory.js";
+import { HermesHome } from "../../src/store/home.js";
 import type { TestGateway } from "./gateway-harness.js";
 
 /**

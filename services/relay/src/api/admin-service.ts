@@ -1,16 +1,24 @@
 import type { ServiceHandlers } from "@hermes/common";
-import type { RelayAdminServiceServer } from "@hermes/proto/hermes/v1/relay";
-import type { Relay } from "../app/relay.js";
+import type { RelayAdminServiceServer, RelayStatus } from "@hermes/proto/hermes/v1/relay";
+import type { KeyAdmin } from "../app/key-admin.js";
+import type { RelayHub } from "../app/relay-hub.js";
+
+/** Whatever reports the running relay's status (the daemon). */
+export interface RelayStatusSource {
+  status(): RelayStatus;
+}
 
 /** RelayAdminService on the control socket: connection keys and status. */
-export function adminServiceHandlers(relay: () => Relay): ServiceHandlers<RelayAdminServiceServer> {
+export function adminServiceHandlers(deps: {
+  hub: RelayHub;
+  keys: KeyAdmin;
+  status: RelayStatusSource;
+}): ServiceHandlers<RelayAdminServiceServer> {
+  const { hub, keys, status } = deps;
   return {
-    addKey: (req) => relay().keys.add(req.connection),
-    listKeys: () => {
-      const r = relay();
-      return { connections: r.keys.list((c) => r.sessions.isOnline(c)) };
-    },
-    revokeKey: (req) => relay().revokeKey(req.connection),
-    status: () => relay().status(),
+    addKey: (req) => keys.add(req.connection),
+    listKeys: () => ({ connections: keys.list((c) => hub.sessions.isOnline(c)) }),
+    revokeKey: (req) => hub.revokeKey(req.connection),
+    status: () => status.status(),
   };
 }

@@ -17,7 +17,7 @@ import {
 } from "@hermes/proto/hermes/v1/relay";
 import { z } from "zod";
 import { frameError } from "../app/frames.js";
-import type { Relay } from "../app/relay.js";
+import type { RelayHub } from "../app/relay-hub.js";
 import type { GatewaySession } from "../app/sessions.js";
 import type { Outcome, WireReceipt } from "../core/deliveries.js";
 import { parseSend } from "../core/envelope.js";
@@ -45,10 +45,6 @@ export const relayServiceDefinition = {
     },
   },
 };
-
-export interface RelayHost {
-  readonly relay: Relay;
-}
 
 const TERMINAL = new Set(["settled", "failed", "cancelled", "expired", "ambiguous"]);
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
@@ -87,7 +83,7 @@ class ConnectStream implements GatewaySession {
   private helloTimer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly relay: Relay,
+    private readonly relay: RelayHub,
     private readonly call: ServerDuplexStream<IncomingFrame, RelayFrame>,
   ) {
     this.id = relay.newSessionId();
@@ -289,12 +285,11 @@ function parseTunnelRequest(req: TunnelRequest): TunnelRequest {
 }
 
 /** gRPC handlers of RelayService (use with relayServiceDefinition). */
-export function relayServiceHandlers(host: RelayHost): UntypedServiceImplementation {
+export function relayServiceHandlers(relay: RelayHub): UntypedServiceImplementation {
   return {
-    connect: (call: ServerDuplexStream<IncomingFrame, RelayFrame>) => new ConnectStream(host.relay, call).run(),
+    connect: (call: ServerDuplexStream<IncomingFrame, RelayFrame>) => new ConnectStream(relay, call).run(),
 
     tunnel: (call: ServerUnaryCall<TunnelRequest, TunnelReply>, callback: sendUnaryData<TunnelReply>) => {
-      const relay = host.relay;
       const end = relay.metrics.rpcDuration.startTimer({ method: RelayServiceService.tunnel.path, transport: "tcp" });
       const fail = (err: unknown) => {
         const e = toServiceError(err);
@@ -343,7 +338,6 @@ export function relayServiceHandlers(host: RelayHost): UntypedServiceImplementat
     },
 
     tunnelStream: (call: ServerWritableStream<TunnelRequest, TunnelReply>) => {
-      const relay = host.relay;
       let done = false;
       const fail = (err: unknown) => {
         if (done) return;

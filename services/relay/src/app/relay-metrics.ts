@@ -5,7 +5,7 @@ export interface QueueDepth {
   in_flight: number;
 }
 
-/** The relay's Prometheus series: queue depth, deliveries by outcome, connections, roster epoch. */
+/** The relay's counters: envelopes, deliveries by outcome, forwards, refusals, tunnel calls. */
 export class RelayMetrics {
   readonly accepted: Counter<never>;
   readonly deliveries: Counter<"outcome">;
@@ -14,7 +14,7 @@ export class RelayMetrics {
   readonly tunnelCalls: Counter<"result">;
   readonly deliverySeconds: Histogram<"outcome">;
 
-  constructor(registry: Registry, sources: { depth: () => QueueDepth; connections: () => number; epoch: () => number }) {
+  constructor(registry: Registry) {
     this.accepted = new Counter({
       name: "hermes_relay_envelopes_accepted_total",
       help: "Envelopes committed to the relay queue and acked queued",
@@ -50,32 +50,39 @@ export class RelayMetrics {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900],
       registers: [registry],
     });
-    new Gauge({
-      name: "hermes_relay_queue_depth",
-      help: "Envelopes at the relay not ended yet: queued (waiting for their target) and in_flight (forwarded, not answered)",
-      labelNames: ["state"] as const,
-      registers: [registry],
-      collect() {
-        const d = sources.depth();
-        this.set({ state: "queued" }, d.queued);
-        this.set({ state: "in_flight" }, d.in_flight);
-      },
-    });
-    new Gauge({
-      name: "hermes_relay_connections",
-      help: "Gateways connected now",
-      registers: [registry],
-      collect() {
-        this.set(sources.connections());
-      },
-    });
-    new Gauge({
-      name: "hermes_relay_roster_epoch",
-      help: "The capability epoch of the roster (rises on every change)",
-      registers: [registry],
-      collect() {
-        this.set(sources.epoch());
-      },
-    });
   }
+}
+
+/** The relay's gauges, read at each scrape from what they measure: queue depth, connections, roster epoch. */
+export function registerRelayGauges(
+  registry: Registry,
+  sources: { depth: () => QueueDepth; connections: () => number; epoch: () => number },
+): void {
+  new Gauge({
+    name: "hermes_relay_queue_depth",
+    help: "Envelopes at the relay not ended yet: queued (waiting for their target) and in_flight (forwarded, not answered)",
+    labelNames: ["state"] as const,
+    registers: [registry],
+    collect() {
+      const d = sources.depth();
+      this.set({ state: "queued" }, d.queued);
+      this.set({ state: "in_flight" }, d.in_flight);
+    },
+  });
+  new Gauge({
+    name: "hermes_relay_connections",
+    help: "Gateways connected now",
+    registers: [registry],
+    collect() {
+      this.set(sources.connections());
+    },
+  });
+  new Gauge({
+    name: "hermes_relay_roster_epoch",
+    help: "The capability epoch of the roster (rises on every change)",
+    registers: [registry],
+    collect() {
+      this.set(sources.epoch());
+    },
+  });
 }

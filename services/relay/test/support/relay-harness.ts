@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogger } from "@hermes/common";
 import type { RelayOverrides } from "../../src/app/config.js";
-import { Relay } from "../../src/app/relay.js";
+import { Relay } from "../../src/daemon/relay.js";
 
 export interface TestRelay {
   relay: Relay;

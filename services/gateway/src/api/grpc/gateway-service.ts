@@ -1,8 +1,12 @@
 import type { ServiceHandlers } from "@hermes/common";
-import type { ControlServiceServer, GatewayServiceServer } from "@hermes/proto/hermes/v1/gateway";
+import type { ControlServiceServer, GatewayServiceServer, GatewayStatus } from "@hermes/proto/hermes/v1/gateway";
 import type { ChatService } from "../../app/chat.js";
 import type { ProfileService } from "../../app/profiles.js";
-import type { GatewayStatusSource } from "../../app/status.js";
+
+/** Whatever reports the running gateway's status (the daemon). */
+export interface GatewayStatusSource {
+  status(): GatewayStatus;
+}
 
 /** GatewayService over gRPC: a thin adapter; validation and behaviour live in the app services. */
 export function gatewayServiceHandlers(deps: {

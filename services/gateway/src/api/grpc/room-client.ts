@@ -1,5 +1,5 @@
 import type { ClientDuplexStream } from "@grpc/grpc-js";
-import { authMetadata, clientCredentials, fromServiceError, HermesError, isErrorReason, parseGrpcUrl } from "@hermes/common";
+import { authMetadata, fromServiceError, HermesError, isErrorReason, PeerChannel } from "@hermes/common";
 import {
   type AppendAck,
   type AppendReply,
@@ -131,9 +131,5 @@ export class AppendStream {
 
 /** A RoomService client for a gRPC URL (`grpc://host:port`), with message limits fit for replication pages. */
 export function roomClient(url: string): RoomServiceClient {
-  const { target, tls } = parseGrpcUrl(url);
-  return new RoomServiceClient(target, clientCredentials(tls), {
-    "grpc.max_receive_message_length": 8 * 1024 * 1024,
-    "grpc.max_send_message_length": 8 * 1024 * 1024,
-  });
+  return PeerChannel.open({ url }).client(RoomServiceClient);
 }

@@ -1,20 +1,11 @@
-import { type Clock, HermesError, isoTime, type Logger, newId, toHermesError } from "@hermes/common";
+import { type Clock, HermesError, isoTime, type Logger, toHermesError } from "@hermes/common";
 import PQueue from "p-queue";
 import type { Registry } from "prom-client";
-import {
-  assertDeliveryMessage,
-  attributedMessage,
-  checkIdempotency,
-  type DeliveryEnvelope,
-  newEnvelope,
-  payloadFingerprint,
-  queuedAck,
-} from "../../core/delivery/envelope.js";
+import { attributedMessage, type DeliveryEnvelope } from "../../core/delivery/envelope.js";
 import { outboxFromTarget } from "../../core/delivery/outbox-outcome.js";
 import {
   claim,
   completionFor,
-  createRecord,
   type DeliveryRecord,
   endByDeletion,
   expireIfDue,
@@ -24,21 +15,21 @@ import {
   type ReceiptState,
   toReceipt,
 } from "../../core/delivery/receipt.js";
-import { type RemoteBot, type Roster, resolveTarget } from "../../core/delivery/targets.js";
-import { botChatOrigin, routingKey } from "../../core/identity/routing-key.js";
-import { type RosterEntry, relayTeammate } from "../../core/models/system-prompt.js";
+import type { RosterEntry } from "../../core/models/system-prompt.js";
 import type { DeliveriesStore, ListedDelivery, OutboxRow } from "../../store/deliveries-store.js";
 import type { ProfileDatabases } from "../../store/gateway-store.js";
 import { TranscriptStore } from "../../store/sessions-store.js";
-import type { ChatService, MessageAgentHost } from "../chat.js";
+import type { ChatService } from "../chat.js";
 import type { DeliverySettings } from "../config.js";
-import { peerDirectory } from "../peers/peer-directory.js";
+import type { PeerDirectory } from "../peers/peer-directory.js";
 import type { ProfileService } from "../profiles.js";
 import type { SessionService } from "../sessions.js";
 import { DeliveryMetrics } from "./delivery-metrics.js";
 import { attemptFailure } from "./failure.js";
-import { DeliveryIngress } from "./ingress.js";
+import type { DeliveryIngress } from "./ingress.js";
 import { TargetLanes } from "./lanes.js";
+import type { Outbox, SendOptions } from "./outbox.js";
+import type { DeliveryRoster } from "./roster.js";
 import { type DeliveryTransport, LocalTransport, NoRelayTransport, PeerTransport } from "./transports.js";
 import { OutcomeWaiters } from "./waiters.js";
 
@@ -48,42 +39,41 @@ export interface DeliveryServiceDeps {
   profiles: ProfileService;
   sessions: SessionService;
   chat: ChatService;
+  /** Where sends are committed; the service moves each row it queues. */
+  outbox: Outbox;
+  roster: DeliveryRoster;
+  /** The target side, for mail to local bots (and the receipts of mail run here). */
+  ingress: DeliveryIngress;
+  lanes: DeliveryLanes;
+  peers: PeerDirectory;
+  /** `<handle>@<connection>` mail, when this gateway has a relay; without one such mail fails runtime_offline. */
+  relay?: DeliveryTransport | undefined;
   clock: Clock;
   logger: Logger;
-  gatewayId: string;
   settings: DeliverySettings;
-  registry?: Registry | undefined;
-  /** This gateway's relay connection name, so `bob@<it>` means the local bob. */
-  relayConnection?: string | undefined;
 }
 
-export interface SendOptions {
-  ttl_seconds?: number | undefined;
-  delivery_id?: string | undefined;
+/** The lanes of deliveries in flight (the ingress's turns here, the sends to other gateways) and their metrics. */
+export interface DeliveryLanes {
+  ingress: TargetLanes;
+  outbound: TargetLanes;
+  metrics: DeliveryMetrics;
 }
 
-/** Bots on other gateways known through the relay (none until the relay client provides a roster). */
-export interface RemoteRosterSource {
-  bots(): readonly RemoteBot[];
-}
-
-const ROSTER_TTL_MS = 10_000;
-
-interface RosterCache {
-  at: number;
-  roster: Roster;
-  everyone: RosterEntry[];
-  teammates: Map<string, RosterEntry[]>;
-  /** Display names, for attribution. */
-  names: Map<string, string>;
+/** Both lanes behind the same size of cap (`delivery.max_parallel_targets`), counted on `registry`. */
+export function deliveryLanes(settings: DeliverySettings, registry: Registry | undefined): DeliveryLanes {
+  const ingress = new TargetLanes(new PQueue({ concurrency: settings.maxParallelTargets }));
+  const outbound = new TargetLanes(new PQueue({ concurrency: settings.maxParallelTargets }));
+  const metrics = new DeliveryMetrics(registry, () => ({ ingress: ingress.depth(), outbox: outbound.depth() }));
+  return { ingress, outbound, metrics };
 }
 
 /**
- * Bot-to-bot delivery on this gateway: the sender's outbox (message_agent, SendMessage), the
- * transports by route kind, the target's ingress, completion notifications into the sender's Bot
- * Chat, TTL sweeping, restart recovery and the receipts the CLI shows.
+ * Bot-to-bot delivery on this gateway, after the outbox commit: the transports by route kind,
+ * the local target's ingress, completion notifications into the sender's Bot Chat, TTL sweeping,
+ * restart recovery and the receipts the CLI shows.
  */
-export class DeliveryService implements MessageAgentHost {
+export class DeliveryService {
   readonly store: DeliveriesStore;
   readonly ingress: DeliveryIngress;
   readonly metrics: DeliveryMetrics;
@@ -95,8 +85,6 @@ export class DeliveryService implements MessageAgentHost {
   private readonly notifiedPending: string[] = [];
   private readonly transports: Record<Exclude<OutboxRow["route"]["kind"], "local">, DeliveryTransport>;
   private readonly local: LocalTransport;
-  private remoteRoster: RemoteRosterSource = { bots: () => [] };
-  private rosterCache: RosterCache | undefined;
   private sweeper: NodeJS.Timeout | undefined;
   /** Profiles being deleted right now: their own Bot Chat gets no completion notifications. */
   private readonly deleting = new Set<string>();
@@ -105,154 +93,35 @@ export class DeliveryService implements MessageAgentHost {
 
   constructor(private readonly deps: DeliveryServiceDeps) {
     this.store = deps.store;
-    this.ingressLanes = new TargetLanes(new PQueue({ concurrency: deps.settings.maxParallelTargets }));
-    this.outboundLanes = new TargetLanes(new PQueue({ concurrency: deps.settings.maxParallelTargets }));
-    this.metrics = new DeliveryMetrics(deps.registry, () => ({ ingress: this.ingressLanes.depth(), outbox: this.outboundLanes.depth() }));
-    this.ingress = new DeliveryIngress({
-      store: deps.store,
-      profiles: deps.profiles,
-      sessions: deps.sessions,
-      chat: deps.chat,
-      clock: deps.clock,
-      logger: deps.logger,
-      settings: deps.settings,
-      metrics: this.metrics,
-      lanes: this.ingressLanes,
-    });
+    this.ingress = deps.ingress;
+    this.ingressLanes = deps.lanes.ingress;
+    this.outboundLanes = deps.lanes.outbound;
+    this.metrics = deps.lanes.metrics;
     this.local = new LocalTransport(this.ingress);
-    const config = deps.chat.modelConfig;
     this.transports = {
-      peer: new PeerTransport(peerDirectory(config), deps.settings.peerTimeoutMs),
-      relay: new NoRelayTransport(),
+      peer: new PeerTransport(deps.peers, deps.settings.peerTimeoutMs),
+      relay: deps.relay ?? new NoRelayTransport(),
     };
+    // Inside the outbox's commit: a local target's ingress row commits with it; the rest runs after.
+    deps.outbox.events.on("queued", (row, commit) =>
+      commit.afterCommit(row.route.kind === "local" ? this.admitLocal(row) : () => this.dispatch(row)),
+    );
+    deps.profiles.events.on("stopping", (name) => this.profileStopping(name));
   }
-
-  /** Plugs in the relay client (later issue): its transport and the roster of remote bots. */
-  useRelay(transport: DeliveryTransport, roster: RemoteRosterSource): void {
-    this.transports.relay = transport;
-    this.remoteRoster = roster;
-    this.rosterChanged();
-  }
-
-  // ------------------------------------------------------------------------------------------
-  // Rosters
 
   /** Profiles were created, renamed or deleted (or the relay roster changed): rebuild on next use. */
   rosterChanged(): void {
-    this.rosterCache = undefined;
-  }
-
-  /**
-   * Who can be messaged: local profiles (with former names and personas), peers, relay bots. Cached;
-   * profile lifecycle hooks invalidate it at once, and it is rebuilt every ROSTER_TTL_MS anyway to
-   * pick up hand edits of titles, descriptions and bot_peers.
-   */
-  private rosters(): RosterCache {
-    const now = this.deps.clock.now();
-    if (this.rosterCache && now - this.rosterCache.at < ROSTER_TTL_MS) return this.rosterCache;
-    const names = this.deps.profiles.names();
-    const aliases = new Map<string, string[]>();
-    const rows = this.store.db.prepare("SELECT alias, profile_name FROM profile_aliases").all() as {
-      alias: string;
-      profile_name: string;
-    }[];
-    for (const r of rows) aliases.set(r.profile_name, [...(aliases.get(r.profile_name) ?? []), r.alias]);
-    const config = this.deps.chat.modelConfig;
-    const personas = new Map(
-      names.map((n) => {
-        try {
-          return [n, config.forProfile(n).persona] as const;
-        } catch {
-          // A profile whose config does not validate still receives mail (its turns will say why).
-          return [n, { display_name: n, handle: n, title: "", description: "", soul: "" }] as const;
-        }
-      }),
-    );
-    const peers = Object.keys(config.gatewayConfig().bot_peers ?? {}).sort();
-    const remote = this.remoteRoster.bots();
-    const roster: Roster = {
-      local: names.map((n) => ({ profile: n, aliases: aliases.get(n) ?? [], title: personas.get(n)?.title ?? "" })),
-      remote,
-      peers: peers.map((name) => ({ name })),
-      ...(this.deps.relayConnection ? { local_connection: this.deps.relayConnection } : {}),
-    };
-    // Everyone's teammates but the bot itself, built once per rebuild and shared (the per-bot list
-    // is this one without the bot, made on first use).
-    const everyone: RosterEntry[] = [
-      ...names.map((n) => ({ target: n, title: personas.get(n)!.title, description: personas.get(n)!.description })),
-      ...remote.map(relayTeammate),
-      ...peers.map((peer) => ({ target: `${peer}/<profile>`, where: `peer gateway ${peer}; ${peer} alone means its default bot` })),
-    ];
-    const displayNames = new Map(names.map((n) => [n, personas.get(n)!.display_name]));
-    this.rosterCache = { at: now, roster, everyone, teammates: new Map(), names: displayNames };
-    return this.rosterCache;
+    this.deps.roster.invalidate();
   }
 
   /** The teammate roster in a bot's canonical Bot Chat system prompt. */
   roster(profile: string): RosterEntry[] {
-    const cache = this.rosters();
-    let list = cache.teammates.get(profile);
-    if (!list) {
-      list = cache.everyone.filter((e) => e.target !== profile);
-      cache.teammates.set(profile, list);
-    }
-    return list;
+    return this.deps.roster.teammates(profile);
   }
 
-  // ------------------------------------------------------------------------------------------
-  // Sending (the outbox)
-
-  /**
-   * message_agent: validates the target (typed unknown_target listing the valid teammates) and the
-   * message (≤ 16,000 characters, verbatim), commits the outbox row and only then acks
-   * `{status: "queued", delivery_id}`; delivery continues in the background.
-   */
+  /** message_agent and SendMessage: see Outbox.send. */
   send(fromProfile: string, target: string, message: string, options: SendOptions = {}): { status: "queued"; delivery_id: string } {
-    if (this.stopping) throw new HermesError("runtime_offline", "the gateway is stopping; send again when it is back");
-    const from = this.deps.profiles.resolve(fromProfile);
-    this.deps.profiles.assertIdentitySettled(from);
-    assertDeliveryMessage(message);
-    const route = resolveTarget(target, this.rosters().roster, { self: from });
-    const now = this.deps.clock.now();
-    const envelope = newEnvelope(
-      {
-        from_profile: from,
-        from_gateway: this.deps.gatewayId,
-        target: route.target,
-        message,
-        ttl_seconds: options.ttl_seconds || this.deps.settings.ttlSeconds,
-        delivery_id: options.delivery_id || undefined,
-      },
-      { now, newId: () => newId("dlv") },
-    );
-    const fingerprint = payloadFingerprint(envelope);
-    const existing = this.store.outbox(envelope.delivery_id);
-    if (existing) {
-      checkIdempotency({ delivery_id: existing.delivery_id, fingerprint: existing.fingerprint }, envelope);
-      return queuedAck(envelope);
-    }
-    const row: OutboxRow = {
-      ...createRecord(envelope, now),
-      from_profile: from,
-      from_gateway: this.deps.gatewayId,
-      // The sender's Bot Chat exists since the profile was created; only its key is needed here.
-      sender_session_key: routingKey(botChatOrigin(from)),
-      route,
-      target_profile: route.kind === "local" ? route.profile : null,
-      message,
-      fingerprint,
-      notified_at: null,
-    };
-    // One commit for the outbox row and, for a local target, its ingress row; then the lanes.
-    const start = this.store.db
-      .transaction(() => {
-        this.store.insertOutbox(row);
-        return row.route.kind === "local" ? this.admitLocal(row) : () => this.dispatch(row);
-      })
-      .immediate();
-    this.deps.logger.info({ delivery_id: row.delivery_id, from, target: route.target, route: route.kind }, "delivery queued");
-    start();
-    return queuedAck(envelope);
+    return this.deps.outbox.send(fromProfile, target, message, options);
   }
 
   private envelopeOf(row: OutboxRow): DeliveryEnvelope {
@@ -269,7 +138,7 @@ export class DeliveryService implements MessageAgentHost {
 
   /** A bot's display name for attribution (from the roster cache: a rename of the label shows within seconds). */
   private senderName(profile: string): string {
-    return this.rosters().names.get(profile) ?? profile;
+    return this.deps.roster.displayName(profile);
   }
 
   /**
@@ -590,15 +459,10 @@ export class DeliveryService implements MessageAgentHost {
     this.rosterChanged();
   }
 
-  /** A rename moved a profile: mail queued for it keeps its place, in the lane under the new name. */
-  profileRenamed(oldName: string, newName: string): void {
-    this.ingressLanes.rename(oldName, newName);
-    this.rosterChanged();
-  }
-
   /** Graceful stop, first step (before the RPC servers close): nothing new is accepted; queued mail stays queued. */
   beginStop(): void {
     this.stopping = true;
+    this.deps.outbox.beginStop();
     if (this.sweeper) clearInterval(this.sweeper);
     this.ingress.beginStop();
     this.ingressLanes.close();

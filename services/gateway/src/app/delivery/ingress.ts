@@ -87,7 +87,10 @@ export class DeliveryIngress {
   /** The running turn of each claimed delivery, so a profile deletion can stop exactly that turn. */
   private readonly turns = new Map<string, AbortController>();
 
-  constructor(private readonly deps: IngressDeps) {}
+  constructor(private readonly deps: IngressDeps) {
+    // Mail queued for a renamed profile keeps its place, in the lane under the new name.
+    deps.profiles.events.on("renamed", (oldName, newName) => deps.lanes.rename(oldName, newName));
+  }
 
   /** Admits a delivery and resolves with its receipt when it has ended (see the class comment). */
   accept(envelope: DeliveryEnvelope | unknown, options: AcceptOptions): Promise<Receipt> {

@@ -1,11 +1,11 @@
 import { status as GrpcStatus, type ServiceError } from "@grpc/grpc-js";
-import { authMetadata, clientCredentials, fromServiceError, HermesError, parseGrpcUrl } from "@hermes/common";
-import { DeliveryServiceClient } from "@hermes/proto/hermes/v1/delivery";
+import { HermesError, PeerChannels } from "@hermes/common";
+import { type DeliverReply, DeliveryServiceClient } from "@hermes/proto/hermes/v1/delivery";
 import type { DeliveryEnvelope } from "../../core/delivery/envelope.js";
 import { isDeliveryReason } from "../../core/delivery/reasons.js";
 import type { Receipt } from "../../core/delivery/receipt.js";
 import type { Route } from "../../core/delivery/targets.js";
-import { type PeerDirectory, peerKeyName } from "../peers/peer-directory.js";
+import type { PeerDirectory } from "../peers/peer-directory.js";
 import type { DeliveryIngress } from "./ingress.js";
 import { receiptFromWire } from "./receipt-wire.js";
 
@@ -59,90 +59,57 @@ export class NoRelayTransport implements DeliveryTransport {
  * waits for the outcome on the peer (bounded by `timeoutMs`, then delivery_timeout).
  */
 export class PeerTransport implements DeliveryTransport {
-  private readonly clients = new Map<string, DeliveryServiceClient>();
+  private readonly channels: PeerChannels;
 
   constructor(
-    private readonly peers: PeerDirectory,
+    peers: PeerDirectory,
     private readonly timeoutMs: number,
-  ) {}
-
-  private client(url: string): DeliveryServiceClient {
-    let client = this.clients.get(url);
-    if (!client) {
-      const { target, tls } = parseGrpcUrl(url);
-      client = new DeliveryServiceClient(target, clientCredentials(tls), { "grpc.max_receive_message_length": 8 * 1024 * 1024 });
-      this.clients.set(url, client);
-    }
-    return client;
+  ) {
+    this.channels = new PeerChannels(peers);
   }
 
-  deliver(route: Route, envelope: DeliveryEnvelope, options: TransportOptions): Promise<Receipt> {
-    if (route.kind !== "peer") return Promise.reject(new HermesError("internal", `peer transport got a ${route.kind} route`));
-    const url = this.peers.url(route.peer);
-    if (!url) {
-      return Promise.reject(
-        new HermesError(
-          "missing_config",
-          `peer ${route.peer} is not registered: add it with hermes peer add ${route.peer} --url … --key …`,
-        ),
-      );
-    }
-    const key = this.peers.key(route.peer);
-    if (!key) {
-      return Promise.reject(
-        new HermesError("missing_config", `no key for peer ${route.peer}: set ${peerKeyName(route.peer)} in HERMES_HOME/.env`),
-      );
-    }
-    let client: DeliveryServiceClient;
+  async deliver(route: Route, envelope: DeliveryEnvelope, options: TransportOptions): Promise<Receipt> {
+    if (route.kind !== "peer") throw new HermesError("internal", `peer transport got a ${route.kind} route`);
+    const channel = this.channels.get(route.peer);
+    const client = channel.client(DeliveryServiceClient);
+    let reply: DeliverReply;
     try {
-      client = this.client(url);
-    } catch (err) {
-      return Promise.reject(new HermesError("missing_config", `peer ${route.peer} has a bad url: ${(err as Error).message}`));
-    }
-    return new Promise<Receipt>((resolve, reject) => {
-      const call = client.deliver(
+      reply = await channel.unary(
+        client,
+        client.deliver,
         { envelope, target_profile: route.profile, sender_name: options.sender_name },
-        authMetadata(key),
-        { deadline: new Date(Date.now() + this.timeoutMs) },
-        (err: ServiceError | null, reply) => {
-          options.signal?.removeEventListener("abort", onAbort);
-          if (err) reject(this.transportError(route, err));
-          else {
-            try {
-              resolve(receiptFromWire(reply?.receipt, "the peer"));
-            } catch (e) {
-              reject(e);
-            }
-          }
-        },
+        { timeoutMs: this.timeoutMs, signal: options.signal },
       );
-      const onAbort = () => call.cancel();
-      options.signal?.addEventListener("abort", onAbort, { once: true });
-    });
+    } catch (err) {
+      throw this.transportError(route.peer, err as HermesError);
+    }
+    return receiptFromWire(reply.receipt, "the peer");
   }
 
   /** A failed call, as the delivery reason the sender's outbox records (the peer's own reason when it sent one). */
-  private transportError(route: Route, err: ServiceError): HermesError {
-    const e = fromServiceError(err);
-    const where = `peer ${route.kind === "peer" ? route.peer : route.target}`;
-    if (isDeliveryReason(e.reason)) return new HermesError(e.reason, `${where}: ${e.message}`, { data: e.data, cause: err });
-    if (err.code === GrpcStatus.DEADLINE_EXCEEDED) {
-      return new HermesError("delivery_timeout", `${where} did not finish within ${Math.round(this.timeoutMs / 1000)} s`, { cause: err });
+  private transportError(peer: string, e: HermesError): HermesError {
+    const where = `peer ${peer}`;
+    // What the peer itself said, without the channel's naming (the outbox names the peer once).
+    const said = e.cause instanceof HermesError ? e.cause : e;
+    if (isDeliveryReason(e.reason)) return new HermesError(e.reason, `${where}: ${said.message}`, { data: said.data, cause: e });
+    if ((said.cause as Partial<ServiceError> | undefined)?.code === GrpcStatus.DEADLINE_EXCEEDED) {
+      return new HermesError("delivery_timeout", `${where} did not finish within ${Math.round(this.timeoutMs / 1000)} s`, { cause: e });
     }
-    if (e.reason === "unavailable")
-      return new HermesError("runtime_offline", `${where} is unreachable: ${err.details || err.message}`, { cause: err });
-    if (e.reason === "unauthenticated") {
-      return new HermesError(
-        "provider_auth_or_access",
-        `${where} refused our key (${peerKeyName(route.kind === "peer" ? route.peer : "")}): ${e.message}`,
-        { cause: err },
-      );
+    switch (e.reason) {
+      case "unavailable":
+        return new HermesError("runtime_offline", `${where} is unreachable: ${said.message}`, { cause: e });
+      case "unauthenticated":
+        // The channel's text: which key was refused, and how to set the right one.
+        return new HermesError("provider_auth_or_access", e.message, { cause: e });
+      default:
+        return new HermesError("unknown", `${where}: ${said.message} [${e.reason}]`, {
+          data: { peer_reason: e.reason, ...said.data },
+          cause: e,
+        });
     }
-    return new HermesError("unknown", `${where}: ${e.message} [${e.reason}]`, { data: { peer_reason: e.reason, ...e.data }, cause: err });
   }
 
   close(): void {
-    for (const c of this.clients.values()) c.close();
-    this.clients.clear();
+    this.channels.close();
   }
 }

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HermesError } from "@hermes/common";
 import { afterEach, describe, expect, it } from "vitest";
-import { HermesHome } from "../home.js";
+import { HermesHome } from "../../store/home.js";
 import { ModelConfigSource } from "../model-config.js";
 import { addPeer, editEnvText, listPeers, removePeer } from "./peer-config.js";
 import { peerDirectory, peerLinks } from "./peer-directory.js";

@@ -1,9 +1,9 @@
 import { existsSync, readFileSync } from "node:fs";
-import { assertApiKey, assertProfileName, HermesError, parseGrpcUrl } from "@hermes/common";
+import { assertApiKey, assertProfileName, HermesError, parseGrpcUrl, peerKeyVariable } from "@hermes/common";
 import { type Document, isMap, isScalar, parseDocument } from "yaml";
-import type { HermesHome } from "../home.js";
+import type { HermesHome } from "../../store/home.js";
 import type { ModelConfigSource } from "../model-config.js";
-import { peerDirectory, peerKeyName } from "./peer-directory.js";
+import { peerDirectory } from "./peer-directory.js";
 
 /**
  * The peer registry on disk, edited by `hermes peer add/remove`: name, url and note in
@@ -120,12 +120,12 @@ export function addPeer(home: HermesHome, settings: PeerSettings): { created: bo
   const url = assertPeerUrl(settings.url);
   const key = assertPeerKey(settings.key);
   const note = assertNote(settings.note);
-  const variable = peerKeyName(name);
+  const variable = peerKeyVariable(name);
   home.ensureRoot();
   const doc = loadDocument(home);
   const existing = peerNames(doc);
   // `a-b` and `a_b` would share HERMES_PEER_A_B_KEY: one of them would silently use the other's key.
-  const clash = existing.find((other) => other !== name && peerKeyName(other) === variable);
+  const clash = existing.find((other) => other !== name && peerKeyVariable(other) === variable);
   if (clash) {
     throw new HermesError(
       "already_exists",
@@ -147,7 +147,7 @@ export function addPeer(home: HermesHome, settings: PeerSettings): { created: bo
 /** Removes a peer's config entry and its key. Unknown names are not_found (exit 1). */
 export function removePeer(home: HermesHome, rawName: string): { key_removed: boolean; key_variable: string } {
   const name = assertPeerName(rawName);
-  const variable = peerKeyName(name);
+  const variable = peerKeyVariable(name);
   const doc = loadDocument(home);
   if (!peerNames(doc).includes(name)) {
     const known = peerNames(doc);
@@ -177,7 +177,7 @@ export function listPeers(config: ModelConfigSource): PeerListing[] {
       name,
       url: entries[name]!.url,
       note: entries[name]!.note ?? null,
-      key_variable: peerKeyName(name),
+      key_variable: peerKeyVariable(name),
       key_set: directory.key(name) !== undefined,
     }));
 }

@@ -1,16 +1,8 @@
-import { DEFAULT_PROFILE } from "@hermes/common";
+import { DEFAULT_PROFILE, type PeerLookup, peerKeyVariable } from "@hermes/common";
 import type { ModelConfigSource } from "../model-config.js";
 
 /** Where peers are and their keys: `bot_peers.<name>.url` in config.yaml, `HERMES_PEER_<NAME>_KEY` in HERMES_HOME/.env. */
-export interface PeerDirectory {
-  url(peer: string): string | undefined;
-  key(peer: string): string | undefined;
-}
-
-/** The .env variable holding a peer's key: `HERMES_PEER_<NAME>_KEY` (upper case, `-` → `_`). */
-export function peerKeyName(peer: string): string {
-  return `HERMES_PEER_${peer.toUpperCase().replace(/-/g, "_")}_KEY`;
-}
+export type PeerDirectory = PeerLookup;
 
 /**
  * The one peer lookup (deliveries to `<peer>/<profile>`, room sources, member turns, `hermes peer`):
@@ -21,7 +13,7 @@ export function peerKeyName(peer: string): string {
 export function peerDirectory(config: ModelConfigSource): PeerDirectory {
   return {
     url: (peer) => config.gatewayConfig().bot_peers?.[peer]?.url,
-    key: (peer) => config.forProfile(DEFAULT_PROFILE).secret(peerKeyName(peer)),
+    key: (peer) => config.forProfile(DEFAULT_PROFILE).secret(peerKeyVariable(peer)),
   };
 }
 

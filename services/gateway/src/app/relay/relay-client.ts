@@ -1,15 +1,13 @@
 import type { ClientDuplexStream, ServiceError } from "@grpc/grpc-js";
 import {
-  authMetadata,
   Backoff,
   type BackoffOptions,
   type Clock,
-  clientCredentials,
   fromServiceError,
   fromWireError,
   HermesError,
   type Logger,
-  parseGrpcUrl,
+  PeerChannel,
   sleep,
   toHermesError,
   toWireError,
@@ -36,9 +34,10 @@ export type RelayLinkState = "connecting" | "connected" | "backoff" | "refused" 
 export type RelayIngress = (deliver: RelayDeliver & { envelope: DeliveryEnvelope }, signal: AbortSignal) => Promise<WireReceipt>;
 
 export interface RelayClientOptions {
-  /** `grpc://host:port` or `grpcs://host:port`. */
-  url: string;
-  key: string | undefined;
+  /** The channel to the relay (`relayChannel`): its URL, this connection's key, keepalive. */
+  channel: PeerChannel;
+  /** The bots on the other connections; the client keeps it up to date. */
+  remote?: RemoteRoster;
   /** This gateway's connection name at the relay (the one its key was issued for). */
   connection: string;
   gatewayId: string;
@@ -49,11 +48,6 @@ export interface RelayClientOptions {
   localBots: () => RosterBot[];
   ingress: RelayIngress;
   tunnel: TunnelHandlers;
-  /** Called after the remote roster changed. */
-  onRoster?: () => void;
-  /** Client keepalive ping interval (the relay allows pings every 5 s and more). */
-  keepaliveMs?: number;
-  keepaliveTimeoutMs?: number;
   backoff?: Partial<BackoffOptions>;
   /** How often the local roster is compared with the last announce (config edits change titles). */
   rosterCheckMs?: number;
@@ -82,6 +76,25 @@ const WELCOME_TIMEOUT_MS = 15_000;
 export const MAX_UNSENT_TUNNEL_BYTES = 1024 * 1024;
 
 /**
+ * The channel to the relay: frames up to 8 MiB, keepalive pings (they keep a NAT mapping alive and
+ * detect a dead path; the relay's policy allows them) and a short channel back-off, since the
+ * client's own back-off decides when to reconnect. The tunnel caller shares it.
+ */
+export function relayChannel(
+  relay: { url: string; key?: string | undefined },
+  keepalive: { keepaliveMs?: number | undefined; keepaliveTimeoutMs?: number | undefined } = {},
+): PeerChannel {
+  return PeerChannel.open(
+    { url: relay.url, key: relay.key, describe: `the relay (${relay.url})` },
+    {
+      maxMessageBytes: MAX_FRAME_BYTES,
+      keepalive: { timeMs: keepalive.keepaliveMs ?? 20_000, timeoutMs: keepalive.keepaliveTimeoutMs ?? 10_000, withoutCalls: true },
+      reconnectBackoffMs: { initial: 200, max: 2000 },
+    },
+  );
+}
+
+/**
  * The gateway's side of the relay: dials OUT (so it works from behind NAT), keeps one
  * Connect stream open with keepalive pings, reconnects with back-off, announces this gateway's
  * bots, carries deliveries both ways and serves tunnelled room calls.
@@ -92,7 +105,7 @@ export const MAX_UNSENT_TUNNEL_BYTES = 1024 * 1024;
  * nothing is lost and nothing is queued twice.
  */
 export class RelayClient {
-  readonly remote = new RemoteRoster();
+  readonly remote: RemoteRoster;
   private readonly client: RelayServiceClient;
   private readonly backoff: Backoff;
   private stateValue: RelayLinkState = "connecting";
@@ -115,19 +128,8 @@ export class RelayClient {
   private connectedAt: number | undefined;
 
   constructor(private readonly options: RelayClientOptions) {
-    const { target, tls } = parseGrpcUrl(options.url);
-    this.client = new RelayServiceClient(target, clientCredentials(tls), {
-      "grpc.max_receive_message_length": MAX_FRAME_BYTES,
-      "grpc.max_send_message_length": MAX_FRAME_BYTES,
-      // Pings keep a NAT mapping alive and detect a dead path; the relay allows them, also without
-      // calls, down to its min_client_ping_seconds (5 s by default).
-      "grpc.keepalive_time_ms": options.keepaliveMs ?? 20_000,
-      "grpc.keepalive_timeout_ms": options.keepaliveTimeoutMs ?? 10_000,
-      "grpc.keepalive_permit_without_calls": 1,
-      // Our own back-off decides when to retry; keep grpc-js's channel back-off short so it does not add to it.
-      "grpc.initial_reconnect_backoff_ms": 200,
-      "grpc.max_reconnect_backoff_ms": 2000,
-    });
+    this.client = options.channel.client(RelayServiceClient);
+    this.remote = options.remote ?? new RemoteRoster();
     this.backoff = new Backoff({ initialMs: 250, maxMs: 30_000, ...options.backoff });
   }
 
@@ -144,12 +146,7 @@ export class RelayClient {
   }
 
   get url(): string {
-    return this.options.url;
-  }
-
-  /** The RelayService client (the tunnel caller shares its channel). */
-  get grpc(): RelayServiceClient {
-    return this.client;
+    return this.options.channel.target.url;
   }
 
   start(): void {
@@ -168,10 +165,7 @@ export class RelayClient {
       if (this.stateValue === "refused")
         this.failPending(new HermesError("runtime_offline", `the relay refused this gateway: ${ended.message}`));
       const delay = this.stateValue === "refused" ? Math.max(this.backoff.nextDelayMs(), 5000) : this.backoff.nextDelayMs();
-      this.options.logger.warn(
-        { relay: this.options.url, reason: ended.reason, err: ended.message, retry_in_ms: delay },
-        "relay link down",
-      );
+      this.options.logger.warn({ relay: this.url, reason: ended.reason, err: ended.message, retry_in_ms: delay }, "relay link down");
       await sleep(delay, this.stopController.signal);
     }
     this.stateValue = "stopped";
@@ -180,7 +174,7 @@ export class RelayClient {
   /** One stream, from hello to its end. Resolves with why it ended. */
   private connectOnce(): Promise<HermesError> {
     return new Promise((resolve) => {
-      const stream = this.client.connect(authMetadata(this.options.key));
+      const stream = this.client.connect(this.options.channel.metadata());
       this.stream = stream;
       this.welcomed = false;
       let done = false;
@@ -284,17 +278,14 @@ export class RelayClient {
         this.lastError = undefined;
         this.backoff.reset();
         this.remote.resetEpoch();
-        this.options.logger.info(
-          { relay: this.options.url, relay_id: f.value.relay_id, connection: this.options.connection },
-          "relay link up",
-        );
+        this.options.logger.info({ relay: this.url, relay_id: f.value.relay_id, connection: this.options.connection }, "relay link up");
         this.lastAnnounce = undefined;
         this.rosterChanged();
         for (const p of this.pending.values()) this.write({ frame: { $case: "send", value: p.frame } });
         return;
       }
       case "roster":
-        if (this.remote.update(f.value.epoch, f.value.bots, this.options.connection)) this.options.onRoster?.();
+        this.remote.update(f.value.epoch, f.value.bots, this.options.connection);
         return;
       case "ack": {
         const p = this.pending.get(f.value.delivery_id);
@@ -367,7 +358,7 @@ export class RelayClient {
         undefined,
         new HermesError(
           "queued_expired",
-          `the relay (${this.options.url}) could not be reached within the delivery's TTL of ${frame.envelope.ttl_seconds} s`,
+          `the relay (${this.url}) could not be reached within the delivery's TTL of ${frame.envelope.ttl_seconds} s`,
         ),
       );
     }, untilExpiry);
@@ -568,6 +559,6 @@ export class RelayClient {
       stream.cancel();
     }
     await this.loop;
-    this.client.close();
+    this.options.channel.close();
   }
 }

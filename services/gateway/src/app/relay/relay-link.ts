@@ -1,17 +1,17 @@
-import type { Clock, Logger } from "@hermes/common";
+import type { Clock, Logger, PeerChannel } from "@hermes/common";
 import type { RelayLink as GatewayRelayLink } from "@hermes/proto/hermes/v1/gateway";
 import type { RosterBot } from "@hermes/proto/hermes/v1/relay";
-import type { ChatService } from "../chat.js";
-import type { DeliveryService } from "../delivery/delivery-service.js";
+import type { DeliveryIngress } from "../delivery/ingress.js";
 import { receiptToWire } from "../delivery/receipt-wire.js";
-import { peerDirectory } from "../peers/peer-directory.js";
+import type { ModelConfigSource } from "../model-config.js";
 import type { ProfileService } from "../profiles.js";
-import { GrpcRoomSourceFactory, type RoomSourceFactory } from "../rooms/room-source.js";
-import { RelayClient } from "./relay-client.js";
+import type { RoomSourceFactory } from "../rooms/room-source.js";
+import { RelayClient, relayChannel } from "./relay-client.js";
 import { RelayAwareRoomSourceFactory } from "./relay-room-source.js";
 import { RelayTransport } from "./relay-transport.js";
+import { RemoteRoster } from "./remote-roster.js";
 import { TunnelClient } from "./tunnel-client.js";
-import { TunnelHandlers } from "./tunnel-handlers.js";
+import type { TunnelHandlers } from "./tunnel-handlers.js";
 
 export interface RelayLinkSettings {
   url: string;
@@ -20,32 +20,16 @@ export interface RelayLinkSettings {
   connection?: string | undefined;
 }
 
-export interface RelayLinkDeps {
-  settings: RelayLinkSettings;
-  gatewayId: string;
-  version: string;
-  logger: Logger;
-  clock: Clock;
-  profiles: ProfileService;
-  chat: ChatService;
-  deliveries: DeliveryService;
-  /** How long a relayed delivery may wait for its outcome (the peer timeout). */
-  outcomeTimeoutMs: number;
-  /** Test knobs. */
-  keepaliveMs?: number;
-  rosterCheckMs?: number;
-}
-
 /** The connection name this gateway uses at the relay: `relay.connection`, else its gateway id. */
 export function relayConnectionName(settings: RelayLinkSettings | undefined, gatewayId: string): string {
   return settings?.connection || gatewayId;
 }
 
 /** This gateway's bots as the relay announces them: handle = profile name, with display name, title, description. */
-export function localRosterBots(profiles: ProfileService, chat: ChatService): RosterBot[] {
+export function localRosterBots(profiles: ProfileService, config: ModelConfigSource): RosterBot[] {
   return profiles.names().map((name) => {
     try {
-      const p = chat.modelConfig.forProfile(name).persona;
+      const p = config.forProfile(name).persona;
       return { handle: name, display_name: p.display_name, title: p.title, description: p.description };
     } catch {
       // A profile whose config does not validate still receives mail (its turns will say why).
@@ -55,55 +39,88 @@ export function localRosterBots(profiles: ProfileService, chat: ChatService): Ro
 }
 
 /**
- * Everything the gateway has to do with its relay, wired together: the client (dial-out stream),
- * the delivery transport and remote roster handed to the delivery service, incoming deliveries
- * into the delivery ingress, and the tunnel (methods served here, calls made from here).
+ * What of the relay needs only its channel, so it exists before the services that use it: the
+ * roster of the bots on the other connections (read by the delivery roster and by room
+ * authorities), tunnel calls to other gateways (room pulls, member turns). The stream that fills
+ * the roster and serves this gateway's side is the RelayLink, built once those services exist.
+ */
+export class RelayRoutes {
+  readonly channel: PeerChannel;
+  readonly remote = new RemoteRoster();
+  readonly tunnel: TunnelClient;
+  readonly connection: string;
+
+  constructor(
+    readonly settings: RelayLinkSettings,
+    gatewayId: string,
+  ) {
+    this.connection = relayConnectionName(settings, gatewayId);
+    this.channel = relayChannel(settings);
+    this.tunnel = new TunnelClient(this.channel, (id) => this.remote.connectionOf(id));
+  }
+
+  /** Where replicas pull rooms from: `relay://<connection>` through the tunnel, anything else `direct`. */
+  roomSources(direct: RoomSourceFactory): RoomSourceFactory {
+    return new RelayAwareRoomSourceFactory(this.tunnel, direct);
+  }
+}
+
+export interface RelayLinkDeps {
+  routes: RelayRoutes;
+  gatewayId: string;
+  version: string;
+  logger: Logger;
+  clock: Clock;
+  profiles: ProfileService;
+  config: ModelConfigSource;
+  /** Deliveries the relay forwards here run through the ingress. */
+  ingress: DeliveryIngress;
+  /** The methods this gateway serves to others through the tunnel. */
+  tunnelHandlers: TunnelHandlers;
+  /** How long a relayed delivery may wait for its outcome (the peer timeout). */
+  outcomeTimeoutMs: number;
+}
+
+/**
+ * The gateway's live link to its relay: the client (dial-out stream) that announces this gateway's
+ * bots (again whenever a profile changes), carries deliveries both ways (incoming ones into the
+ * ingress) and serves tunnel calls; and the delivery transport for `<handle>@<connection>`.
  */
 export class RelayLink {
   readonly client: RelayClient;
   readonly transport: RelayTransport;
-  readonly tunnelHandlers = new TunnelHandlers();
   readonly tunnel: TunnelClient;
+  readonly tunnelHandlers: TunnelHandlers;
   readonly connection: string;
 
   constructor(private readonly deps: RelayLinkDeps) {
-    this.connection = relayConnectionName(deps.settings, deps.gatewayId);
+    const { routes } = deps;
+    this.connection = routes.connection;
+    this.tunnel = routes.tunnel;
+    this.tunnelHandlers = deps.tunnelHandlers;
     this.client = new RelayClient({
-      url: deps.settings.url,
-      key: deps.settings.key,
+      channel: routes.channel,
+      remote: routes.remote,
       connection: this.connection,
       gatewayId: deps.gatewayId,
       version: deps.version,
-      logger: deps.logger.child({ relay: deps.settings.url }),
+      logger: deps.logger.child({ relay: routes.settings.url }),
       clock: deps.clock,
-      localBots: () => localRosterBots(deps.profiles, deps.chat),
+      localBots: () => localRosterBots(deps.profiles, deps.config),
       ingress: (deliver, signal) =>
-        deps.deliveries.ingress
+        deps.ingress
           .accept(deliver.envelope, { target_profile: deliver.target_profile, sender_name: deliver.sender_name, source: "relay", signal })
           .then(receiptToWire),
-      tunnel: this.tunnelHandlers,
-      onRoster: () => deps.deliveries.rosterChanged(),
+      tunnel: deps.tunnelHandlers,
       outcomeTimeoutMs: deps.outcomeTimeoutMs,
-      ...(deps.keepaliveMs !== undefined ? { keepaliveMs: deps.keepaliveMs } : {}),
-      ...(deps.rosterCheckMs !== undefined ? { rosterCheckMs: deps.rosterCheckMs } : {}),
     });
     this.transport = new RelayTransport(this.client);
-    this.tunnel = new TunnelClient(
-      () => this.client.grpc,
-      deps.settings.key,
-      undefined,
-      (gatewayId) => this.client.remote.connectionOf(gatewayId),
-    );
-    deps.deliveries.useRelay(this.transport, this.client.remote);
+    // Profiles were created, renamed or deleted: announce the new list.
+    deps.profiles.events.on("changed", () => this.client.rosterChanged());
   }
 
   start(): void {
     this.client.start();
-  }
-
-  /** Profiles were created, renamed or deleted: announce the new list. */
-  rosterChanged(): void {
-    this.client.rosterChanged();
   }
 
   /** The bots on other connections (what the Bot Chat roster lists next to the local ones). */
@@ -111,17 +128,13 @@ export class RelayLink {
     return this.client.remote.entries();
   }
 
-  /**
-   * Where replicas pull rooms from: `relay://<connection>` through the tunnel, anything else
-   * directly (a URL, or a registered peer).
-   */
-  roomSources(): RoomSourceFactory {
-    const direct = new GrpcRoomSourceFactory(peerDirectory(this.deps.chat.modelConfig));
-    return new RelayAwareRoomSourceFactory(() => this.tunnel, direct);
-  }
-
   status(): GatewayRelayLink {
-    return { url: this.deps.settings.url, connection: this.connection, state: this.client.state, roster_epoch: this.client.remote.epoch };
+    return {
+      url: this.deps.routes.settings.url,
+      connection: this.connection,
+      state: this.client.state,
+      roster_epoch: this.client.remote.epoch,
+    };
   }
 
   stop(): Promise<void> {

@@ -80,20 +80,12 @@ export class RelayRoomSource implements RoomSource {
 /** Opens `relay://<connection>` sources through the tunnel and hands every other spec to the direct factory. */
 export class RelayAwareRoomSourceFactory implements RoomSourceFactory {
   constructor(
-    private readonly tunnel: () => TunnelClient | undefined,
+    private readonly tunnel: TunnelClient,
     private readonly direct: RoomSourceFactory,
   ) {}
 
   open(spec: SourceSpec): RoomSource {
     const connection = relayConnectionOf(spec);
-    if (connection === undefined) return this.direct.open(spec);
-    const tunnel = this.tunnel();
-    if (!tunnel) {
-      throw new HermesError(
-        "missing_config",
-        `${RELAY_SOURCE_PREFIX}${connection} is reached through a relay, and this gateway has none: configure relay.url and relay.key`,
-      );
-    }
-    return new RelayRoomSource(tunnel, connection);
+    return connection === undefined ? this.direct.open(spec) : new RelayRoomSource(this.tunnel, connection);
   }
 }

@@ -1,5 +1,7 @@
 import type { RelayBot } from "@hermes/proto/hermes/v1/relay";
 import type { RemoteBot } from "../../core/delivery/targets.js";
+import type { RemoteRosterSource } from "../delivery/roster.js";
+import { Events } from "../events.js";
 
 /** A bot on another connection, as the relay described it. */
 export interface RemoteRosterEntry {
@@ -19,9 +21,11 @@ export interface RemoteRosterEntry {
  * target resolution); room authorities read `connectionOf()` to reach a member's gateway. An update
  * with an epoch not above the current one is ignored, so a late frame can never roll the roster back.
  */
-export class RemoteRoster {
+export class RemoteRoster implements RemoteRosterSource {
   private list: RemoteRosterEntry[] = [];
   private epochValue = 0;
+  /** `changed` after an update that was newer than what we had. */
+  readonly changes = new Events<{ changed: [] }>();
 
   get epoch(): number {
     return this.epochValue;
@@ -42,6 +46,7 @@ export class RemoteRoster {
         description: b.bot!.description,
         online: b.online,
       }));
+    this.changes.emit("changed");
     return true;
   }
 

@@ -1,6 +1,6 @@
 import type { ServiceError } from "@grpc/grpc-js";
-import { authMetadata, fromServiceError, HermesError } from "@hermes/common";
-import type { RelayServiceClient, TunnelReply } from "@hermes/proto/hermes/v1/relay";
+import { fromServiceError, HermesError, type PeerChannel } from "@hermes/common";
+import { RelayServiceClient, type TunnelReply } from "@hermes/proto/hermes/v1/relay";
 
 function parseResult(json: string, method: string): unknown {
   try {
@@ -13,16 +13,19 @@ function parseResult(json: string, method: string): unknown {
 /**
  * Calls a method on another gateway through the relay tunnel: how this gateway reaches a
  * room authority (or a member) that nobody can dial. Authenticated by this gateway's own
- * connection key; errors keep the reason the other gateway (or the relay) gave.
+ * connection key, on the relay's channel; errors keep the reason and the words the other gateway
+ * (or the relay) gave.
  */
 export class TunnelClient {
   constructor(
-    private readonly client: () => RelayServiceClient,
-    private readonly key: string | undefined,
-    private readonly defaultTimeoutMs = 60_000,
+    private readonly relay: PeerChannel,
     /** The relay roster's connection for a gateway id (RemoteRoster.connectionOf). */
     private readonly gateways: (gatewayId: string) => string | undefined = () => undefined,
   ) {}
+
+  private get client(): RelayServiceClient {
+    return this.relay.client(RelayServiceClient);
+  }
 
   /**
    * The connection to call to reach gateway `gatewayId`: the one the relay roster lists with that
@@ -42,10 +45,10 @@ export class TunnelClient {
     options: { signal?: AbortSignal; timeoutMs?: number } = {},
   ): Promise<unknown> {
     return new Promise((resolve, reject) => {
-      const call = this.client().tunnel(
+      const call = this.client.tunnel(
         { connection, method, params_json: JSON.stringify(params) },
-        authMetadata(this.key),
-        { deadline: new Date(Date.now() + (options.timeoutMs ?? this.defaultTimeoutMs)) },
+        this.relay.metadata(),
+        this.relay.callOptions(options.timeoutMs),
         (err: ServiceError | null, reply?: TunnelReply) => {
           options.signal?.removeEventListener("abort", onAbort);
           if (err) reject(fromServiceError(err));
@@ -65,7 +68,7 @@ export class TunnelClient {
 
   /** A streaming method: the items as they come, until the other side ends (or `signal` aborts). */
   async *stream(connection: string, method: string, params: Record<string, unknown>, signal?: AbortSignal): AsyncGenerator<unknown> {
-    const call = this.client().tunnelStream({ connection, method, params_json: JSON.stringify(params) }, authMetadata(this.key));
+    const call = this.client.tunnelStream({ connection, method, params_json: JSON.stringify(params) }, this.relay.metadata());
     const onAbort = () => call.cancel();
     signal?.addEventListener("abort", onAbort, { once: true });
     try {

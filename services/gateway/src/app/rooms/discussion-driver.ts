@@ -22,7 +22,8 @@ import { fitReply, type MemberTurnRequest, transcriptWindow } from "../../core/r
 import type { StoredRoom } from "../../store/rooms-store.js";
 import { attemptFailure } from "../delivery/failure.js";
 import type { MemberTurnRouter } from "./member-turn-routes.js";
-import type { RoomDriverHooks, RoomDriverStatus, RoomsService } from "./rooms-service.js";
+import type { RoomLog } from "./room-log.js";
+import type { RoomDriverStatus, RoomDriverView } from "./rooms-service.js";
 
 export interface DiscussionDriverSettings {
   /** A member turn still running after this long fails with delivery_timeout. */
@@ -48,7 +49,8 @@ export const DEFAULT_DRIVER_SETTINGS: DiscussionDriverSettings = {
 };
 
 export interface DiscussionDriverDeps {
-  rooms: RoomsService;
+  /** The room logs: read from, appended to, and heard from (commits, authority changes). */
+  log: RoomLog;
   members: MemberTurnRouter;
   gatewayId: string;
   clock: Clock;
@@ -87,7 +89,7 @@ const STOP_TEXT = "the discussion was stopped by an operator (groups.stop)";
 const SHUTDOWN_TEXT = "the gateway stopped during this turn; it was not re-run";
 const ORPHAN_TEXT = "the gateway running this turn went away before it ended (restart or crash); it was not re-run";
 
-/** Thrown when the rooms service refuses the driver's append: the room is no longer driven here. */
+/** Thrown when the room log refuses the driver's append: the room is no longer driven here. */
 class Halt extends Error {
   constructor(readonly why: string) {
     super(why);
@@ -110,7 +112,7 @@ const HALTING_REASONS = new Set(["not_authority", "authority_conflict", "room_di
  * `turn.failed{reason_code: runtime_offline}` — never silently run again — before the discussion
  * goes on. A refused append (fenced, demoted, disbanded) stops driving the room.
  */
-export class DiscussionDriver implements RoomDriverHooks {
+export class DiscussionDriver implements RoomDriverView {
   private readonly settings: DiscussionDriverSettings;
   private readonly drives = new Map<string, RoomDrive>();
   private readonly pumps = new Set<Promise<void>>();
@@ -143,6 +145,8 @@ export class DiscussionDriver implements RoomDriverHooks {
         this.set(n);
       },
     });
+    deps.log.events.on("appended", (roomId) => this.appended(roomId));
+    deps.log.events.on("authorityChanged", (roomId) => this.authorityChanged(roomId));
   }
 
   /** `groups.capabilities` `driver`: true while the driver runs. */
@@ -153,7 +157,7 @@ export class DiscussionDriver implements RoomDriverHooks {
   /** Start-up: every room led here is looked at once (open turns failed, unfinished discussions resumed). */
   start(): void {
     this.started = true;
-    const { store } = this.deps.rooms;
+    const { store } = this.deps.log;
     for (let offset = 0; ; offset += 500) {
       const ids = store.roomIds({ limit: 500, offset, includeDisbanded: false });
       for (const id of ids) if (store.state(id)?.role === "authority") this.wake(id);
@@ -162,7 +166,7 @@ export class DiscussionDriver implements RoomDriverHooks {
   }
 
   // -------------------------------------------------------------------------------------------
-  // Hooks from the rooms service
+  // What the room log tells
 
   /** Something was committed to the room: a user message may have arrived. */
   appended(roomId: string): void {
@@ -172,7 +176,7 @@ export class DiscussionDriver implements RoomDriverHooks {
   /** Promote, demote or a fence: a room that is no longer ours stops its turn; one that became ours is looked at afresh. */
   authorityChanged(roomId: string): void {
     const drive = this.drives.get(roomId);
-    const stored = this.deps.rooms.store.room(roomId);
+    const stored = this.deps.log.store.room(roomId);
     const why = stored ? this.notDriven(stored) : "no such room";
     if (why !== null) {
       if (drive?.inflight) {
@@ -191,7 +195,7 @@ export class DiscussionDriver implements RoomDriverHooks {
 
   /** `groups.stop`: cancels the running turn (logged as discussion_stopped) or the next one; the number cancelled. */
   stopRoom(roomId: string): number {
-    const stored = this.deps.rooms.store.room(roomId);
+    const stored = this.deps.log.store.room(roomId);
     if (!stored || this.notDriven(stored) !== null) return 0;
     const drive = this.drive(roomId);
     if (drive.inflight) {
@@ -209,7 +213,7 @@ export class DiscussionDriver implements RoomDriverHooks {
 
   /** Driver status, needs-you and the current discussion of a room (groups.state). */
   status(roomId: string): RoomDriverStatus {
-    const stored = this.deps.rooms.store.room(roomId);
+    const stored = this.deps.log.store.room(roomId);
     if (!stored) return { driver_status: "none", needs_you: false };
     const members = stored.meta.members;
     const tail = () => this.discussionEvents(roomId, stored.state.last_seq, 0).events;
@@ -319,7 +323,7 @@ export class DiscussionDriver implements RoomDriverHooks {
 
   /** One decision and its action. True when the pump should look again at once. */
   private async step(roomId: string, drive: RoomDrive): Promise<boolean> {
-    const stored = this.deps.rooms.store.room(roomId);
+    const stored = this.deps.log.store.room(roomId);
     if (!stored) {
       this.drives.delete(roomId);
       return false;
@@ -328,7 +332,7 @@ export class DiscussionDriver implements RoomDriverHooks {
     const lastSeq = stored.state.last_seq;
     if (!drive.orphansChecked) {
       // Turns another process (or the previous authority) started and never ended: failed, not re-run.
-      const tail = this.deps.rooms.store.events(roomId, Math.max(0, lastSeq - ORPHAN_SCAN), ORPHAN_SCAN);
+      const tail = this.deps.log.store.events(roomId, Math.max(0, lastSeq - ORPHAN_SCAN), ORPHAN_SCAN);
       for (const turn of openTurns(tail)) await this.failOrphan(roomId, turn);
       drive.orphansChecked = true;
       return true;
@@ -377,7 +381,7 @@ export class DiscussionDriver implements RoomDriverHooks {
     while (hi > 0 && scanned < SCAN_LIMIT) {
       const lo = Math.max(0, hi - SCAN_PAGE, knownTrigger > 0 ? knownTrigger - 1 : 0);
       if (lo >= hi) break;
-      const page = this.deps.rooms.store.events(roomId, lo, hi - lo);
+      const page = this.deps.log.store.events(roomId, lo, hi - lo);
       pages.unshift(page);
       scanned += page.length;
       const at = lastUserMessageIndex(page);
@@ -395,7 +399,7 @@ export class DiscussionDriver implements RoomDriverHooks {
   // Turns
 
   private append(roomId: string, request: AppendRequest): Promise<RoomEvent> {
-    return this.deps.rooms.appendServer(roomId, request).then(
+    return this.deps.log.append(roomId, request).then(
       (outcome) => outcome.event,
       (err: unknown) => {
         const e = toHermesError(err);
@@ -436,7 +440,7 @@ export class DiscussionDriver implements RoomDriverHooks {
       seen_through_seq: turn.seen_through_seq,
     };
     // Same fields as its turn.started, read back from the log.
-    const started = turn.started_seq !== null ? this.deps.rooms.store.eventAt(roomId, turn.started_seq) : null;
+    const started = turn.started_seq !== null ? this.deps.log.store.eventAt(roomId, turn.started_seq) : null;
     const payload = started ? (JSON.parse(started.payload_json) as Record<string, unknown>) : turnFields(plan);
     await this.append(roomId, {
       origin: "server",
@@ -521,7 +525,7 @@ export class DiscussionDriver implements RoomDriverHooks {
 
   private turnRequest(roomId: string, stored: StoredRoom, member: Member, plan: TurnPlan): MemberTurnRequest {
     const through = plan.seen_through_seq;
-    const events = this.deps.rooms.store.events(roomId, Math.max(0, through - TRANSCRIPT_SCAN), Math.min(through, TRANSCRIPT_SCAN));
+    const events = this.deps.log.store.events(roomId, Math.max(0, through - TRANSCRIPT_SCAN), Math.min(through, TRANSCRIPT_SCAN));
     return {
       room_id: roomId,
       room_name: stored.meta.name,

@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError, PeerChannel } from "@hermes/common";
 import { describe, expect, it } from "vitest";
 import type { Member } from "../../core/rooms/index.js";
 import type { MemberTurnRequest } from "../../core/rooms/member-turn.js";
@@ -16,14 +16,8 @@ class RecordingTunnel extends TunnelClient {
     roster: RemoteRoster,
     private readonly answer: (connection: string) => unknown,
   ) {
-    super(
-      () => {
-        throw new Error("no gRPC in this test");
-      },
-      undefined,
-      undefined,
-      (gatewayId) => roster.connectionOf(gatewayId),
-    );
+    // A channel nothing is ever sent on: `stream` below answers instead.
+    super(PeerChannel.open({ url: "grpc://127.0.0.1:1" }), (gatewayId) => roster.connectionOf(gatewayId));
   }
 
   override async *stream(connection: string, method: string, params: Record<string, unknown>): AsyncGenerator<unknown> {
@@ -81,7 +75,7 @@ describe("MemberTurnRouter.route", () => {
   const roster = rosterWith({ connection: "vps", gateway_id: "gw-469bc200" }, { connection: "b", gateway_id: "gw-b" });
 
   it("runs members without a gateway id, or with this gateway's, here", () => {
-    const router = new MemberTurnRouter({ gatewayId: "gw-self", local: localTurns, peers: peers({}), tunnel: () => undefined });
+    const router = new MemberTurnRouter({ gatewayId: "gw-self", local: localTurns, peers: peers({}) });
     expect(router.route(member())).toEqual({ kind: "local" });
     expect(router.route(member("gw-self"))).toEqual({ kind: "local" });
   });
@@ -92,7 +86,7 @@ describe("MemberTurnRouter.route", () => {
       gatewayId: "gw-self",
       local: localTurns,
       peers: peers({ "gw-b": { url: "grpc://127.0.0.1:1", key: "k" }, "gw-nokey": { url: "grpc://127.0.0.1:2" } }),
-      tunnel: () => tunnel,
+      tunnel,
     });
     expect(router.route(member("gw-b"))).toEqual({ kind: "peer", peer: "gw-b", url: "grpc://127.0.0.1:1", key: "k" });
     expect(router.route(member("GW-B"))).toMatchObject({ kind: "peer", peer: "gw-b" });
@@ -101,14 +95,14 @@ describe("MemberTurnRouter.route", () => {
 
   it("through the relay: the connection the roster lists for the gateway id, not one named like the id", () => {
     const tunnel = new RecordingTunnel(roster, () => reply);
-    const router = new MemberTurnRouter({ gatewayId: "gw-self", local: localTurns, peers: peers({}), tunnel: () => tunnel });
+    const router = new MemberTurnRouter({ gatewayId: "gw-self", local: localTurns, peers: peers({}), tunnel });
     expect(router.route(member("gw-469bc200"))).toEqual({ kind: "relay", gateway: "gw-469bc200", connection: "vps", from: "roster" });
     expect(router.unavailable(member("gw-469bc200"))).toBeNull();
   });
 
   it("falls back to a connection named like the gateway id (lower case) only when the roster has no such gateway", () => {
     const tunnel = new RecordingTunnel(roster, () => reply);
-    const router = new MemberTurnRouter({ gatewayId: "gw-self", local: localTurns, peers: peers({}), tunnel: () => tunnel });
+    const router = new MemberTurnRouter({ gatewayId: "gw-self", local: localTurns, peers: peers({}), tunnel });
     expect(router.route(member("home"))).toEqual({ kind: "relay", gateway: "home", connection: "home", from: "name" });
     expect(router.route(member("GW-Laptop"))).toEqual({ kind: "relay", gateway: "GW-Laptop", connection: "gw-laptop", from: "name" });
     // A connection that happens to be called like the gateway id does not win over the roster's answer.
@@ -117,13 +111,13 @@ describe("MemberTurnRouter.route", () => {
       gatewayId: "gw-self",
       local: localTurns,
       peers: peers({}),
-      tunnel: () => new RecordingTunnel(confusing, () => reply),
+      tunnel: new RecordingTunnel(confusing, () => reply),
     });
     expect(router2.route(member("gw-469bc200"))).toMatchObject({ connection: "vps", from: "roster" });
   });
 
   it("without a peer or a relay the member is unavailable, saying how to fix it", () => {
-    const router = new MemberTurnRouter({ gatewayId: "gw-self", local: localTurns, peers: peers({}), tunnel: () => undefined });
+    const router = new MemberTurnRouter({ gatewayId: "gw-self", local: localTurns, peers: peers({}) });
     expect(router.unavailable(member("gw-x"))).toContain("gw-x is not reachable from here");
   });
 });
@@ -131,7 +125,7 @@ describe("MemberTurnRouter.route", () => {
 describe("MemberTurnRouter.run through the relay", () => {
   it("sends the turn down the roster's connection and returns the member's reply", async () => {
     const tunnel = new RecordingTunnel(rosterWith({ connection: "vps", gateway_id: "gw-469bc200" }), () => reply);
-    const router = new MemberTurnRouter({ gatewayId: "gw-self", local: localTurns, peers: peers({}), tunnel: () => tunnel });
+    const router = new MemberTurnRouter({ gatewayId: "gw-self", local: localTurns, peers: peers({}), tunnel });
     await expect(router.run(member("gw-469bc200"), request, new AbortController().signal, 1000)).resolves.toEqual(reply);
     expect(tunnel.calls).toEqual([{ connection: "vps", method: MEMBER_TURN_TUNNEL_METHOD, params: { ...request } }]);
   });
@@ -142,7 +136,7 @@ describe("MemberTurnRouter.run through the relay", () => {
       gatewayId: "gw-self",
       local: localTurns,
       peers: peers({}),
-      tunnel: () => new RecordingTunnel(rosterWith({ connection: "vps", gateway_id: "gw-469bc200" }), () => refused),
+      tunnel: new RecordingTunnel(rosterWith({ connection: "vps", gateway_id: "gw-469bc200" }), () => refused),
     });
     await expect(viaRoster.run(member("gw-469bc200"), request, new AbortController().signal, 1000)).rejects.toMatchObject({
       reason: "unknown_target",
@@ -153,7 +147,7 @@ describe("MemberTurnRouter.run through the relay", () => {
       gatewayId: "gw-self",
       local: localTurns,
       peers: peers({}),
-      tunnel: () => new RecordingTunnel(rosterWith(), () => unreachable),
+      tunnel: new RecordingTunnel(rosterWith(), () => unreachable),
     });
     const err = await byName.run(member("gw-469bc200"), request, new AbortController().signal, 1000).catch((e: HermesError) => e);
     expect(err).toMatchObject({ reason: "unavailable" });
@@ -168,7 +162,7 @@ describe("MemberTurnRouter.run through the relay", () => {
       gatewayId: "gw-self",
       local: localTurns,
       peers: peers({}),
-      tunnel: () => new SilentTunnel(rosterWith({ connection: "vps", gateway_id: "gw-469bc200" }), () => reply),
+      tunnel: new SilentTunnel(rosterWith({ connection: "vps", gateway_id: "gw-469bc200" }), () => reply),
     });
     await expect(router.run(member("gw-469bc200"), request, new AbortController().signal, 1000)).rejects.toMatchObject({
       reason: "runtime_offline",

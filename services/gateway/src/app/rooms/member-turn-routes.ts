@@ -1,9 +1,9 @@
-import { authMetadata, clientCredentials, fromServiceError, HermesError, parseGrpcUrl, toHermesError } from "@hermes/common";
+import { HermesError, PeerChannels, peerTarget, toHermesError } from "@hermes/common";
 import { RoomMemberServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import { z } from "zod";
 import type { Member } from "../../core/rooms/index.js";
 import type { MemberTurnRequest, MemberTurnResult } from "../../core/rooms/member-turn.js";
-import { type PeerDirectory, peerKeyName } from "../peers/peer-directory.js";
+import type { PeerDirectory } from "../peers/peer-directory.js";
 import type { TunnelClient } from "../relay/tunnel-client.js";
 import type { LocalMemberTurns } from "./member-turns.js";
 
@@ -23,12 +23,11 @@ export interface MemberTurnRouterDeps {
   /** Registered peers (config.yaml bot_peers): a member's gateway is reached directly when a peer carries its id as name. */
   peers: PeerDirectory;
   /** The relay tunnel, when this gateway has a relay. */
-  tunnel: () => TunnelClient | undefined;
+  tunnel?: TunnelClient | undefined;
 }
 
 /** Slack on top of the turn timeout before a direct call gives up on its own. */
 const CALL_MARGIN_MS = 30_000;
-const MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
 
 const resultSchema = z.object({
   turn_id: z.string(),
@@ -57,9 +56,11 @@ function parseResult(value: unknown, where: string): MemberTurnResult {
  * roster does not know the gateway. The authority appends the reply either way.
  */
 export class MemberTurnRouter {
-  private readonly clients = new Map<string, RoomMemberServiceClient>();
+  private readonly channels: PeerChannels;
 
-  constructor(private readonly deps: MemberTurnRouterDeps) {}
+  constructor(private readonly deps: MemberTurnRouterDeps) {
+    this.channels = new PeerChannels(deps.peers);
+  }
 
   isLocal(member: Member): boolean {
     return member.gateway_id === undefined || member.gateway_id === this.deps.gatewayId;
@@ -76,11 +77,13 @@ export class MemberTurnRouter {
         url = undefined; // an unreadable config.yaml names no peers
       }
       if (!url) continue;
-      const key = this.deps.peers.key(peer);
-      if (!key) return { kind: "none", why: `peer ${peer} (gateway ${gateway}) has no key: set ${peerKeyName(peer)} in HERMES_HOME/.env` };
-      return { kind: "peer", peer, url, key };
+      try {
+        return { kind: "peer", peer, url, key: peerTarget(this.deps.peers, peer).key! };
+      } catch (err) {
+        return { kind: "none", why: `gateway ${gateway}: ${toHermesError(err).message}` }; // a peer without a key
+      }
     }
-    const tunnel = this.deps.tunnel();
+    const { tunnel } = this.deps;
     if (tunnel) return { kind: "relay", gateway, ...tunnel.connectionFor(gateway) };
     return {
       kind: "none",
@@ -111,56 +114,16 @@ export class MemberTurnRouter {
     }
   }
 
-  private client(url: string): RoomMemberServiceClient {
-    let client = this.clients.get(url);
-    if (!client) {
-      const { target, tls } = parseGrpcUrl(url);
-      client = new RoomMemberServiceClient(target, clientCredentials(tls), {
-        "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
-        "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
-      });
-      this.clients.set(url, client);
-    }
-    return client;
-  }
-
-  private viaPeer(
+  private async viaPeer(
     route: Extract<MemberRoute, { kind: "peer" }>,
     request: MemberTurnRequest,
     signal: AbortSignal,
     timeoutMs: number,
   ): Promise<MemberTurnResult> {
-    const where = `peer ${route.peer} (${route.url})`;
-    return new Promise((resolve, reject) => {
-      let client: RoomMemberServiceClient;
-      try {
-        client = this.client(route.url);
-      } catch (err) {
-        reject(new HermesError("missing_config", `${where} has a bad url: ${(err as Error).message}`, { cause: err }));
-        return;
-      }
-      const call = client.runMemberTurn(
-        request,
-        authMetadata(route.key),
-        { deadline: new Date(Date.now() + timeoutMs + CALL_MARGIN_MS) },
-        (err, reply) => {
-          signal.removeEventListener("abort", onAbort);
-          if (err) {
-            const e = fromServiceError(err);
-            reject(new HermesError(e.reason, `${where}: ${e.message}`, { data: e.data, cause: e }));
-          } else {
-            try {
-              resolve(parseResult(reply, where));
-            } catch (e) {
-              reject(e);
-            }
-          }
-        },
-      );
-      const onAbort = () => call.cancel();
-      if (signal.aborted) call.cancel();
-      else signal.addEventListener("abort", onAbort, { once: true });
-    });
+    const channel = this.channels.get(route.peer);
+    const client = channel.client(RoomMemberServiceClient);
+    const reply = await channel.unary(client, client.runMemberTurn, request, { timeoutMs: timeoutMs + CALL_MARGIN_MS, signal });
+    return parseResult(reply, channel.describe);
   }
 
   /** Through the relay as a one-item stream: a tunnelled stream has no relay-side timeout, a turn may take minutes. */
@@ -170,7 +133,7 @@ export class MemberTurnRouter {
     signal: AbortSignal,
   ): Promise<MemberTurnResult> {
     const { connection, gateway } = route;
-    const tunnel = this.deps.tunnel();
+    const { tunnel } = this.deps;
     const where =
       route.from === "roster"
         ? `gateway ${gateway} (relay connection ${connection})`
@@ -189,7 +152,6 @@ export class MemberTurnRouter {
   }
 
   close(): void {
-    for (const client of this.clients.values()) client.close();
-    this.clients.clear();
+    this.channels.close();
   }
 }

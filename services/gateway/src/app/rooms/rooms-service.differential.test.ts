@@ -10,6 +10,7 @@ import type { LogReadParams } from "../../core/rooms/log-page.js";
 import { pull } from "../../core/rooms/testing/pull.js";
 import { SimGateway } from "../../core/rooms/testing/sim-gateway.js";
 import { GATEWAY_MIGRATIONS } from "../../store/migrations/index.js";
+import { RoomLog } from "./room-log.js";
 import { RoomsService } from "./rooms-service.js";
 
 /**
@@ -111,14 +112,10 @@ function newWorld() {
   homes.push(home);
   const db = openDatabase(join(home, "state.db"), { label: "test state.db", migrations: GATEWAY_MIGRATIONS });
   let current = Date.UTC(2025, 0, 1);
-  const svc = new RoomsService({
-    db,
-    gatewayId: "B",
-    clock: { now: () => current },
-    logger: createLogger("test", "silent"),
-    registry: new Registry(),
-    peers: { url: () => undefined, key: () => undefined },
-  });
+  const clock = { now: () => current };
+  const logger = createLogger("test", "silent");
+  const log = new RoomLog({ db, gatewayId: "B", clock, logger, registry: new Registry(), maxAppendsPerCommit: 1000 });
+  const svc = new RoomsService({ log, gatewayId: "B", clock, logger, peers: { url: () => undefined, key: () => undefined } });
   const shadow: Shadow = { svc, db, mismatches: [] };
   const gateways = new Map<GatewayId, SimGateway>([
     ["A", new SimGateway("A")],

@@ -1,6 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { type Clock, type Db, HermesError, isoTime, type Logger } from "@hermes/common";
-import type { Registry } from "prom-client";
+import { type Clock, HermesError, isoTime, type Logger } from "@hermes/common";
 import type { DiscussionSummary } from "../../core/rooms/discussion.js";
 import {
   type Actor,
@@ -39,13 +38,13 @@ import {
   sendResult,
   serverEventId,
 } from "../../core/rooms/index.js";
-import { type FollowSourceRef, type PreservedBranch, RoomsStore, type StoredRoom } from "../../store/rooms-store.js";
+import type { FollowSourceRef, PreservedBranch, RoomsStore, StoredRoom } from "../../store/rooms-store.js";
 import type { PeerDirectory } from "../peers/peer-directory.js";
-import { GroupCommit } from "./group-commit.js";
-import { type AnyPage, type PageSink, RoomChanges, TailSubscription } from "./live-tail.js";
+import { type AnyPage, type PageSink, type RoomChanges, TailSubscription } from "./live-tail.js";
 import { type FollowStatus, type ReplicateProgress, type ReplicateResult, Replicator } from "./replicator.js";
+import type { RoomLog } from "./room-log.js";
 import { GrpcRoomSourceFactory, type RepostMessage, type RoomSourceFactory, type SourceSpec } from "./room-source.js";
-import { RoomsMetrics } from "./rooms-metrics.js";
+import type { RoomsMetrics } from "./rooms-metrics.js";
 
 /** The actor of client sends: the key holder (authentication says no more than that). */
 export const CLIENT_ACTOR: Actor = Object.freeze({ kind: "user", id: "user" });
@@ -72,7 +71,7 @@ export interface RoomsSettings {
   replicationPageLimit: number;
   /** Longest pause between a follower's reconnect attempts. */
   followMaxBackoffMs: number;
-  /** Appends of one room per group commit (1..1000). */
+  /** Appends of one room per group commit (1..1000; the room log's). */
   maxAppendsPerCommit: number;
 }
 
@@ -83,27 +82,25 @@ export const DEFAULT_ROOMS_SETTINGS: RoomsSettings = {
 };
 
 export interface RoomsServiceDeps {
-  db: Db;
+  log: RoomLog;
   gatewayId: string;
   clock: Clock;
   logger: Logger;
-  registry: Registry;
   peers: PeerDirectory;
-  settings?: Partial<RoomsSettings>;
-  /** Replaces the direct gRPC transport to authorities (tests, later the relay tunnel). */
+  settings?: Partial<Omit<RoomsSettings, "maxAppendsPerCommit">>;
+  /** Where replicas pull from: direct gRPC to authorities by default (the relay tunnel wraps it). */
   sources?: RoomSourceFactory;
+  /** The discussion driver of the rooms led here; without one, rooms are logs only. */
+  driver?: RoomDriverView | undefined;
 }
 
 /**
- * The discussion driver (app/rooms/discussion-driver.ts) as the rooms service sees it: told
- * about commits and authority changes, asked for status and to stop a room's discussion.
+ * The discussion driver (app/rooms/discussion-driver.ts) as the rooms service sees it: asked
+ * for status and to stop a room's discussion (it hears of commits and authority changes from the
+ * room log).
  */
-export interface RoomDriverHooks {
+export interface RoomDriverView {
   readonly running: boolean;
-  /** Events were committed to the room (a user message may have arrived). */
-  appended(roomId: string): void;
-  /** Promote, demote or a fence changed who leads the room. */
-  authorityChanged(roomId: string): void;
   /** groups.stop: cancels the room's discussion; the number of turns cancelled. */
   stopRoom(roomId: string): number;
   status(roomId: string): RoomDriverStatus;
@@ -208,36 +205,21 @@ function checkedRoomId(value: unknown): string {
 export class RoomsService {
   readonly store: RoomsStore;
   readonly metrics: RoomsMetrics;
-  readonly changes = new RoomChanges();
+  readonly changes: RoomChanges;
   readonly replicator: Replicator;
-  private readonly commits: GroupCommit;
+  private readonly roomLog: RoomLog;
   private readonly subscriptions = new Set<TailSubscription>();
-  private readonly settings: RoomsSettings;
-  private driver: RoomDriverHooks | undefined;
+  private readonly settings: Omit<RoomsSettings, "maxAppendsPerCommit">;
+  private readonly driver: RoomDriverView | undefined;
 
   constructor(private readonly deps: RoomsServiceDeps) {
     this.settings = { ...DEFAULT_ROOMS_SETTINGS, ...deps.settings };
     const now = () => isoTime(deps.clock.now());
-    this.store = new RoomsStore(deps.db, deps.gatewayId, now);
-    this.metrics = new RoomsMetrics(deps.registry, () => this.store.replicaLagMax());
-    this.commits = new GroupCommit(
-      this.store,
-      now,
-      {
-        committed: (appended, batchSize) => {
-          let total = 0;
-          for (const [roomId, n] of appended) {
-            total += n;
-            this.changes.notify(roomId);
-            this.driver?.appended(roomId);
-          }
-          this.metrics.appends.inc(total);
-          this.metrics.appendBatch.observe(batchSize);
-        },
-        listenerFailed: (err) => deps.logger.error({ err }, "a room listener failed after a group commit"),
-      },
-      this.settings.maxAppendsPerCommit,
-    );
+    this.roomLog = deps.log;
+    this.store = deps.log.store;
+    this.metrics = deps.log.metrics;
+    this.changes = deps.log.changes;
+    this.driver = deps.driver;
     this.replicator = new Replicator({
       store: this.store,
       sources: deps.sources ?? new GrpcRoomSourceFactory(deps.peers),
@@ -253,11 +235,6 @@ export class RoomsService {
 
   get gatewayId(): string {
     return this.deps.gatewayId;
-  }
-
-  /** Wires the discussion driver in (gateway.ts); without one, rooms are logs only. */
-  attachDriver(driver: RoomDriverHooks): void {
-    this.driver = driver;
   }
 
   private now(): string {
@@ -282,7 +259,7 @@ export class RoomsService {
 
   async stop(): Promise<void> {
     await this.beginStop();
-    this.commits.flush();
+    this.roomLog.flush();
   }
 
   count(): number {
@@ -350,23 +327,13 @@ export class RoomsService {
   async send(params: unknown, actor: Actor = CLIENT_ACTOR): Promise<{ event: RoomEvent; accepted: true; idempotent: boolean }> {
     const checked = checkSendParams(params);
     if (!checked.ok) throw refusalError(checked.refusal);
-    const outcome = await this.append(checked.value.room_id, clientSendRequest(checked.value, actor));
+    const outcome = await this.roomLog.append(checked.value.room_id, clientSendRequest(checked.value, actor));
     return sendResult(outcome);
   }
 
   /** Server-kind appends (the discussion driver's turn and member events), through group commit like sends. */
   appendServer(roomId: string, request: AppendRequest): Promise<Exclude<AppendOutcome, { kind: "refused" }>> {
-    return this.append(roomId, request);
-  }
-
-  /** Any append through group commit; a refusal rejects with its typed error. */
-  private async append(roomId: string, request: AppendRequest): Promise<Exclude<AppendOutcome, { kind: "refused" }>> {
-    const outcome = await this.commits.submit(roomId, request);
-    if (outcome.kind === "refused") {
-      if (outcome.refusal.reason === "authority_conflict") this.metrics.fencedRefusals.inc();
-      throw refusalError(outcome.refusal);
-    }
-    return outcome;
+    return this.roomLog.append(roomId, request);
   }
 
   /** Self-fencing on an observation of (room, authority) from a peer. */
@@ -377,8 +344,7 @@ export class RoomsService {
     if (fenced === null) return;
     this.store.saveState(roomId, fenced.state);
     this.deps.logger.warn({ room_id: roomId, fence: fenced.fence }, `fenced: ${formatAuthority(fenced.fence)} claims this room`);
-    this.changes.notify(roomId);
-    this.driver?.authorityChanged(roomId);
+    this.roomLog.authorityChanged(roomId);
   }
 
   /** `groups.log`: a page bounded by count and bytes (`packed`: up to 5000 events, still as objects). */
@@ -510,8 +476,7 @@ export class RoomsService {
     if (!plan.ok) throw refusalError(plan.refusal);
     this.store.commitPromote(roomId, plan);
     this.deps.logger.warn({ room_id: roomId, promote: plan.result }, "promoted: this gateway now leads the room");
-    this.changes.notify(roomId);
-    this.driver?.authorityChanged(roomId);
+    this.roomLog.authorityChanged(roomId);
     this.replicator.noticeNewAuthority(roomId, plan.state.authority);
     return plan.result;
   }
@@ -525,8 +490,7 @@ export class RoomsService {
     if (plan.idempotent) return plan.result;
     this.store.commitDemote(roomId, plan);
     this.deps.logger.warn({ room_id: roomId, demote: plan.result }, "demoted: this gateway now follows the new authority");
-    this.changes.notify(roomId);
-    this.driver?.authorityChanged(roomId);
+    this.roomLog.authorityChanged(roomId);
     return plan.result;
   }
 
@@ -553,7 +517,7 @@ export class RoomsService {
       if (!checked.ok) throw refusalError(checked.refusal);
       eventId = checked.value;
     }
-    await this.append(roomId, {
+    await this.roomLog.append(roomId, {
       origin: "server",
       event_id: eventId,
       kind: "room.renamed",
@@ -571,7 +535,7 @@ export class RoomsService {
   async disband(roomId: unknown): Promise<{ room_id: string; event: RoomEvent; idempotent: boolean }> {
     const id = checkedRoomId(roomId);
     this.room(id);
-    const outcome = await this.append(id, {
+    const outcome = await this.roomLog.append(id, {
       origin: "server",
       event_id: serverEventId("system:room-disbanded", this.store.storedKinds(id), "room.disbanded"),
       kind: "room.disbanded",
@@ -704,7 +668,7 @@ export class RoomsService {
         const payload: Record<string, unknown> = { text: m.text };
         if (m.thread_id !== undefined) payload.thread_id = m.thread_id;
         const origin = typeof m.origin === "string" && m.origin.length > 0 ? ` (repost of ${m.origin})` : " (repost)";
-        return this.append(roomId, {
+        return this.roomLog.append(roomId, {
           origin: "repost",
           event_id: m.event_id,
           kind: "message.user",

@@ -1,0 +1,97 @@
+import { randomBytes } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import {
+  type Cleanup,
+  type Clock,
+  createLogger,
+  createMetrics,
+  type Db,
+  HermesError,
+  type HostResolver,
+  type Logger,
+  type Metrics,
+  type ResolvedListen,
+  sharedFolderWarning,
+  systemClock,
+  writeFileAtomic,
+} from "@hermes/common";
+import { type GatewaySettings, resolveGatewayListen, resolveGatewaySettings, type SettingsOverrides } from "../app/config.js";
+import { LiveRouting } from "../app/sessions.js";
+import { getMeta, openGatewayDb, ProfileDatabases, setMeta } from "../store/gateway-store.js";
+import { HermesHome } from "../store/home.js";
+
+export interface GatewayOptions {
+  home: string;
+  overrides?: SettingsOverrides;
+  logger?: Logger;
+  clock?: Clock;
+  env?: NodeJS.ProcessEnv;
+  /** How listen addresses given as names are resolved (tests inject one). */
+  resolver?: HostResolver;
+}
+
+/** The first phase of a start: settings, the root database and what is keyed by the gateway's identity. */
+export interface Foundation {
+  home: HermesHome;
+  settings: GatewaySettings;
+  listen: { grpc: ResolvedListen; http: ResolvedListen };
+  env: NodeJS.ProcessEnv;
+  clock: Clock;
+  db: Db;
+  id: string;
+  logger: Logger;
+  metrics: Metrics;
+  /** What the operator should fix, logged at start (`gateway start` also prints them on stderr). */
+  startWarnings: string[];
+  profileDbs: ProfileDatabases;
+  routing: LiveRouting;
+}
+
+const GATEWAY_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+/**
+ * The gateway id is persisted on first start (HERMES_HOME/gateway_id) and never changes: rooms
+ * name their authority by it. A different --id for an existing home is refused.
+ */
+function resolveGatewayId(home: HermesHome, db: Db, wanted: string | undefined): string {
+  const stored = existsSync(home.gatewayIdFile) ? readFileSync(home.gatewayIdFile, "utf8").trim() : getMeta(db, "gateway_id");
+  if (stored && wanted && stored !== wanted) {
+    throw new HermesError(
+      "invalid_config",
+      `this home (${home.root}) belongs to gateway ${stored}, but --id ${wanted} was given; gateway ids never change (rooms name their authority by it). Drop --id, or use another --home`,
+    );
+  }
+  const id = stored || wanted || `gw-${randomBytes(4).toString("hex")}`;
+  if (!GATEWAY_ID_RE.test(id))
+    throw new HermesError("invalid_config", `invalid gateway id ${JSON.stringify(id)}: letters, digits, '.', '_' and '-' (1-64)`);
+  if (!stored) {
+    writeFileAtomic(home.gatewayIdFile, `${id}\n`);
+    setMeta(db, "gateway_id", id);
+  }
+  return id;
+}
+
+/**
+ * Settings (config.yaml, then the environment and HERMES_HOME/.env, then flags), the listen
+ * addresses (resolved once), `HERMES_HOME/state.db`, the gateway id, logging and metrics, the
+ * profile databases and the live routing index.
+ */
+export async function openFoundation(options: GatewayOptions, cleanup: Cleanup): Promise<Foundation> {
+  const home = new HermesHome(options.home);
+  home.ensureRoot();
+  const env = options.env ?? process.env;
+  const settings = resolveGatewaySettings(home, options.overrides, options.env);
+  const listen = await resolveGatewayListen(home, settings, options.resolver);
+  const clock = options.clock ?? systemClock;
+  const db = openGatewayDb(home, settings.dbBusyTimeoutMs);
+  cleanup.push(() => db.close());
+  const id = resolveGatewayId(home, db, settings.gatewayId);
+  const logger = (options.logger ?? createLogger("gateway")).child({ gateway_id: id });
+  const startWarnings = [sharedFolderWarning(home.root, "HERMES_HOME")].filter((w) => w !== undefined);
+  for (const warning of startWarnings) logger.warn({ home: home.root }, warning);
+  const metrics = createMetrics({ gateway_id: id });
+  const profileDbs = new ProfileDatabases(home, db, settings.dbBusyTimeoutMs);
+  cleanup.push(() => profileDbs.closeAll());
+  const routing = new LiveRouting(db, logger);
+  return { home, settings, listen, env, clock, db, id, logger, metrics, startWarnings, profileDbs, routing };
+}

@@ -1,0 +1,183 @@
+import { rmSync } from "node:fs";
+import { type Clock, type Db, isoTime, type Logger, type Metrics, ServingStatus, shutdownServer, startInPhases } from "@hermes/common";
+import type { GatewayStatus } from "@hermes/proto/hermes/v1/gateway";
+import type { ChatService } from "../app/chat.js";
+import type { GatewaySettings } from "../app/config.js";
+import type { DeliveryService } from "../app/delivery/delivery-service.js";
+import type { PeerRuns } from "../app/peers/peer-runs.js";
+import type { ProfileService } from "../app/profiles.js";
+import type { RelayLink } from "../app/relay/relay-link.js";
+import type { DiscussionDriver } from "../app/rooms/discussion-driver.js";
+import type { RoomsService } from "../app/rooms/rooms-service.js";
+import type { LiveRouting, SessionService } from "../app/sessions.js";
+import type { RoutingIndex } from "../core/identity/routing-index.js";
+import { type ProfileDatabases, writeHeartbeats } from "../store/gateway-store.js";
+import type { HermesHome } from "../store/home.js";
+import { type Foundation, type GatewayOptions, openFoundation } from "./foundation.js";
+import { type Servers, startServers } from "./servers.js";
+import { buildServices, type Services } from "./services.js";
+import { GatewayState } from "./state.js";
+
+export type { GatewayOptions } from "./foundation.js";
+export { VERSION } from "./version.js";
+
+/**
+ * A running gateway: stores, services, gRPC (TCP + control socket), HTTP and timers. `start` builds
+ * it in dependency order (foundation → services → servers), then starts it; `stop` takes it down
+ * in the reverse order (docs/ARCHITECTURE.md, "The daemons").
+ */
+export class Gateway {
+  readonly id: string;
+  readonly home: HermesHome;
+  readonly settings: GatewaySettings;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly clock: Clock;
+  readonly db: Db;
+  readonly profileDbs: ProfileDatabases;
+  /** The live routing index. */
+  readonly routing: RoutingIndex;
+  readonly sessions: SessionService;
+  readonly profiles: ProfileService;
+  readonly chat: ChatService;
+  /** Bot-to-bot delivery (outbox, ingress, receipts). */
+  readonly deliveries: DeliveryService;
+  /** Turns other gateways run here (`hermes peer dm/run`). */
+  readonly peerRuns: PeerRuns;
+  /** Replicated rooms (store, group commit, replication, authority). */
+  readonly rooms: RoomsService;
+  /** The discussion driver of the rooms led here. */
+  readonly discussions: DiscussionDriver;
+  /** The dial-out link to the relay, when relay.url is configured. */
+  readonly relay: RelayLink | undefined;
+  /** What the operator should fix, logged at start (`gateway start` also prints them on stderr). */
+  readonly startWarnings: string[];
+  private readonly liveRouting: LiveRouting;
+  private readonly timers: NodeJS.Timeout[] = [];
+  private stopping: Promise<void> | undefined;
+
+  private constructor(
+    f: Foundation,
+    s: Services,
+    private readonly servers: Servers,
+    private readonly state: GatewayState,
+  ) {
+    this.id = f.id;
+    this.home = f.home;
+    this.settings = f.settings;
+    this.logger = f.logger;
+    this.metrics = f.metrics;
+    this.clock = f.clock;
+    this.db = f.db;
+    this.profileDbs = f.profileDbs;
+    this.liveRouting = f.routing;
+    this.routing = f.routing.index;
+    this.startWarnings = f.startWarnings;
+    this.sessions = s.sessions;
+    this.profiles = s.profiles;
+    this.chat = s.chat;
+    this.deliveries = s.deliveries;
+    this.peerRuns = s.peerRuns;
+    this.rooms = s.rooms;
+    this.discussions = s.discussions;
+    this.relay = s.relay;
+  }
+
+  static start(options: GatewayOptions): Promise<Gateway> {
+    return startInPhases(async (cleanup) => {
+      const f = await openFoundation(options, cleanup);
+      const services = buildServices(f, cleanup);
+      const state = new GatewayState(f, services);
+      return new Gateway(f, services, await startServers(f, services, state, cleanup), state).run();
+    });
+  }
+
+  /**
+   * Start-up, once the servers listen: interrupted chat turns are marked failed, peer runs and
+   * deliveries recovered, followed rooms resumed, the driver closes turns left open, the relay link
+   * dials, heartbeats are written, and only then is the gateway ready.
+   */
+  private run(): this {
+    this.timers.push(setInterval(() => this.liveRouting.flush(), this.settings.routingPersistMs).unref());
+    this.timers.push(setInterval(() => this.writeHeartbeats("running"), this.settings.heartbeatMs).unref());
+    this.chat.recoverInterruptedTurns();
+    this.peerRuns.start();
+    this.deliveries.start();
+    this.rooms.start();
+    this.discussions.start();
+    this.relay?.start();
+    this.writeHeartbeats("running");
+    this.servers.health.setAll(ServingStatus.SERVING);
+    this.state.ready = true;
+    this.logger.info({ grpc: this.grpcAddress, http: this.httpAddress, control: this.home.controlSocket }, "gateway ready");
+    return this;
+  }
+
+  get startedAt(): number {
+    return this.state.startedAt;
+  }
+
+  get grpcAddress(): string {
+    return this.state.grpcAddress;
+  }
+
+  get httpAddress(): string {
+    return this.state.httpAddress;
+  }
+
+  status(): GatewayStatus {
+    return this.state.status();
+  }
+
+  /** Heartbeat rows for every hosted profile (identity-keyed: they follow renames, go with deletes). */
+  writeHeartbeats(state: "running" | "stopped"): void {
+    try {
+      writeHeartbeats(this.db, {
+        profiles: this.profiles.names(),
+        gateway_id: this.id,
+        pid: process.pid,
+        state,
+        at: isoTime(this.clock.now()),
+      });
+    } catch (err) {
+      this.logger.warn({ err }, "writing heartbeats failed");
+    }
+  }
+
+  /** Graceful stop (SIGTERM): not ready, stop accepting, let in-flight calls finish, persist, close. */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      const { health, grpc, control, rpc, http } = this.servers;
+      this.state.ready = false;
+      health.setAll(ServingStatus.NOT_SERVING);
+      for (const t of this.timers) clearInterval(t);
+      const grace = this.settings.shutdownGraceMs;
+      // Deliveries first: queued mail stays queued for the next start, waiting callers are answered.
+      this.deliveries.beginStop();
+      // Peer runs too: waiting dm callers are answered; queued runs stay queued, running ones end interrupted.
+      this.peerRuns.beginStop();
+      const roomsStopping = this.rooms.beginStop();
+      // Running member turns get the grace period; their ends are logged while appends still work.
+      const discussionsStopping = this.discussions.stop(grace);
+      // The relay link next: running relayed deliveries were just answered runtime_offline (they stay queued here).
+      await this.relay?.stop();
+      await Promise.all([shutdownServer(grpc, grace), shutdownServer(control, grace)]);
+      health.close();
+      rpc.close();
+      await http.close();
+      await roomsStopping;
+      await discussionsStopping;
+      await this.rooms.stop();
+      await this.chat.stop(grace);
+      await this.deliveries.stop();
+      this.liveRouting.persistAll();
+      this.writeHeartbeats("stopped");
+      this.profileDbs.closeAll();
+      this.db.close();
+      rmSync(this.home.controlSocket, { force: true });
+      this.logger.info("gateway stopped");
+      this.logger.flush?.();
+    })();
+    return this.stopping;
+  }
+}

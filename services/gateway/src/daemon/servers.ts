@@ -1,0 +1,120 @@
+import { chmodSync, rmSync } from "node:fs";
+import { ServerCredentials, type ServiceDefinition } from "@grpc/grpc-js";
+import {
+  adaptService,
+  addReflection,
+  BoundedGrpcServer,
+  bindServer,
+  type Cleanup,
+  claimUnixSocket,
+  formatHostPort,
+  GuardedServer,
+  HealthRegistry,
+  type HttpServer,
+  KeyRing,
+  type Server,
+  type ServiceHandlers,
+  startHttpServer,
+} from "@hermes/common";
+import { DeliveryServiceService } from "@hermes/proto/hermes/v1/delivery";
+import { ControlServiceService, GatewayServiceService } from "@hermes/proto/hermes/v1/gateway";
+import { PeerServiceService } from "@hermes/proto/hermes/v1/peers";
+import { RoomMemberServiceService, RoomServiceService } from "@hermes/proto/hermes/v1/rooms";
+import { deliveryServiceHandlers } from "../api/grpc/delivery-service.js";
+import { controlServiceHandlers, gatewayServiceHandlers } from "../api/grpc/gateway-service.js";
+import { memberTurnServiceHandlers } from "../api/grpc/member-turn-service.js";
+import { peerServiceHandlers } from "../api/grpc/peer-service.js";
+import { roomServiceHandlers } from "../api/grpc/room-service.js";
+import { apiPlatformRoute } from "../api/http/api-platform.js";
+import { roomMethods } from "../api/rpc/room-methods.js";
+import { createRpcServer, type RpcServer } from "../api/rpc/rpc-server.js";
+import type { Foundation } from "./foundation.js";
+import type { Services } from "./services.js";
+import type { GatewayState } from "./state.js";
+
+/** The transports of a running gateway. */
+export interface Servers {
+  health: HealthRegistry;
+  /** The TCP port, guarded by the API key ring. */
+  grpc: Server;
+  /** HERMES_HOME/gateway.sock (0600, no key): the same services plus ControlService. */
+  control: Server;
+  /** JSON-RPC over WebSocket at /rpc on the HTTP port. */
+  rpc: RpcServer;
+  http: HttpServer;
+}
+
+/**
+ * The gRPC servers (TCP and the control socket) with every service, health and reflection, the
+ * JSON-RPC upgrade and the HTTP port; bound and listening when this returns (health still
+ * NOT_SERVING, /readyz 503 until the start sequence says ready).
+ */
+export async function startServers(f: Foundation, s: Services, state: GatewayState, cleanup: Cleanup): Promise<Servers> {
+  const { settings, metrics, logger, home, listen } = f;
+  const health = new HealthRegistry();
+  const keys = new KeyRing(settings.apiKeys);
+
+  const grpcLogger = logger.child({ module: "grpc" });
+  const grpcServer = new BoundedGrpcServer(grpcLogger, { "grpc.max_receive_message_length": 8 * 1024 * 1024 });
+  const controlServer = new GuardedServer(grpcLogger);
+  /** One service on one server: the TCP port checks the key, the control socket does not. */
+  const serve = <S>(server: Server, transport: "tcp" | "control", definition: ServiceDefinition, handlers: ServiceHandlers<S>) =>
+    server.addService(
+      definition,
+      adaptService(definition, handlers, { ...(transport === "tcp" ? { auth: keys } : {}), metrics, transport }),
+    );
+  for (const [server, transport] of [
+    [grpcServer, "tcp"],
+    [controlServer, "control"],
+  ] as const) {
+    serve(server, transport, GatewayServiceService, gatewayServiceHandlers({ profiles: s.profiles, chat: s.chat, status: state }));
+    serve(
+      server,
+      transport,
+      DeliveryServiceService,
+      deliveryServiceHandlers({ deliveries: s.deliveries, keyRequired: keys.required, transport }),
+    );
+    serve(server, transport, PeerServiceService, peerServiceHandlers({ runs: s.peerRuns, keyRequired: keys.required, transport }));
+    serve(server, transport, RoomServiceService, roomServiceHandlers(s.rooms));
+    serve(
+      server,
+      transport,
+      RoomMemberServiceService,
+      memberTurnServiceHandlers({ server: s.memberTurns, keyRequired: keys.required, transport }),
+    );
+    health.addToServer(server);
+  }
+  serve(controlServer, "control", ControlServiceService, controlServiceHandlers({ profiles: s.profiles }));
+  await addReflection(grpcServer);
+  await addReflection(controlServer);
+
+  const grpcPort = await grpcServer.listenTcp(formatHostPort(listen.grpc.bind));
+  cleanup.push(() => grpcServer.forceShutdown());
+  const grpcAddress = formatHostPort({ host: listen.grpc.bind.host, port: grpcPort });
+  await claimUnixSocket(home.controlSocket, "another gateway is already serving this home");
+  await bindServer(controlServer, `unix:${home.controlSocket}`, ServerCredentials.createInsecure());
+  chmodSync(home.controlSocket, 0o600);
+  cleanup.push(() => {
+    controlServer.forceShutdown();
+    rmSync(home.controlSocket, { force: true });
+  });
+  const rpc = createRpcServer({
+    keys,
+    methods: roomMethods(s.rooms),
+    logger: logger.child({ module: "rpc" }),
+    allowedOrigins: settings.httpAllowedOrigins,
+    maxConnections: settings.maxRpcConnections,
+  });
+  cleanup.push(() => rpc.close());
+  const http = await startHttpServer({
+    listen: listen.http.bind,
+    registry: metrics.registry,
+    // Not ready while writes fail for a full disk; ready again once one commits.
+    ready: () => state.serving,
+    metricsPublic: settings.metricsPublic,
+    routes: [apiPlatformRoute({ chat: s.chat, keys, logger })],
+    upgrades: [rpc.upgrade],
+  });
+  state.listening = { grpc: grpcAddress, http: formatHostPort(http.address) };
+  return { health, grpc: grpcServer, control: controlServer, rpc, http };
+}
