@@ -1,5 +1,6 @@
 // The integration harness: import everything from here.
 
+export { ETCD_CLIENT_PORT, EtcdCluster, type EtcdClusterOptions, EtcdNode } from "./etcd.js";
 export { type GatedProvider, type GatedProviderState, startGatedProvider } from "./gated-provider.js";
 export { grpcHealth, type ServingStatus } from "./grpc-health.js";
 export { Ledger, type LedgerVerdict, type ObservedEvent, type SendRecord } from "./ledger.js";
