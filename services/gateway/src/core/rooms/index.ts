@@ -13,6 +13,7 @@ export * from "./log-page.js";
 export * from "./pull-planner.js";
 export * from "./refusal.js";
 export * from "./replication.js";
+export * from "./replication-policy.js";
 export * from "./room-state.js";
 export * from "./types.js";
 export * from "./validation.js";

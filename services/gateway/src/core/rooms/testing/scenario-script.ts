@@ -287,7 +287,8 @@ export class ScenarioWorld {
         return this.replicate(first!, second!, named);
       case "promote": {
         const confirm = named.get("confirm") ?? "true";
-        const plan = this.gateway(first).promote(second!, confirm === "true" ? true : confirm, named.get("reason"), this.now());
+        const claimEpoch = named.has("epoch") ? Number(named.get("epoch")) : undefined;
+        const plan = this.gateway(first).promote(second!, confirm === "true" ? true : confirm, named.get("reason"), this.now(), claimEpoch);
         if (!plan.ok) return describeRefusal(plan.refusal);
         const r = plan.result;
         return `promoted ${r.authority_gateway_id}@${r.authority_epoch} (previous ${r.previous_gateway_id}@${r.previous_epoch}) claim_seq=${r.claim_seq}`;
