@@ -28,6 +28,8 @@ export class LeaseKeeper {
     private readonly client: Etcd3,
     policy: LeasePolicy,
     private readonly now: () => number,
+    /** Each answered keep-alive: its round trip in seconds (a metric). */
+    private readonly renewed: (seconds: number) => void = () => undefined,
   ) {
     this.clock = new LeaseClock(policy, now);
   }
@@ -96,6 +98,7 @@ export class LeaseKeeper {
         this.clock.granted(ticket, String(res.ID), Number(res.TTL));
       } else {
         const ttl = await this.keepAliveOnce(ticket.leaseId, timeoutMs);
+        this.renewed((this.now() - ticket.sentAt) / 1000);
         if (ttl > 0) this.clock.granted(ticket, ticket.leaseId, ttl);
         else this.clock.gone(ticket.leaseId);
       }

@@ -20,7 +20,6 @@ import {
   MAX_LOG_LIMIT,
   MAX_REPLICATION_LOG_LIMIT,
   type Member,
-  maxEpoch,
   observeEpoch,
   type PackedLogPage,
   type PromoteResult,
@@ -30,7 +29,6 @@ import {
   planPromote,
   ROOM_CONTROL_ACTOR,
   type RoomEvent,
-  type RoomState,
   refusal,
   refusalError,
   releaseSafety,
@@ -363,7 +361,6 @@ export class RoomsService {
     const roomId = checkedRoomId(params.room_id);
     if (params.known_authority) this.observe(roomId, params.known_authority);
     const { state } = this.room(roomId);
-    this.assertServesLog(state);
     const read = planLogRead(
       state,
       { since_seq: params.since_seq, limit: params.limit, max_bytes: params.max_bytes },
@@ -372,22 +369,6 @@ export class RoomsService {
     if (!read.ok) throw refusalError(read.refusal);
     const since = read.value.since_seq;
     return { roomId, state, read: read.value, prev: since > 0 ? this.store.eventAt(roomId, since) : null };
-  }
-
-  /**
-   * A demoted gateway knows its new authority but not yet that authority's lineage: its pages would
-   * name an authority their lineage does not show. Point readers at the new authority instead.
-   */
-  private assertServesLog(state: RoomState): void {
-    if (state.role === "replica" && state.authority.epoch > maxEpoch(state.lineage) && state.last_seq > 0) {
-      throw refusalError(
-        refusal(
-          "not_authority",
-          `this gateway was demoted in favour of ${formatAuthority(state.authority)} and has not replicated its log yet; read from there`,
-          { authority: { ...state.authority } },
-        ),
-      );
-    }
   }
 
   /**
