@@ -39,11 +39,12 @@ export class RoomsClient {
     readonly gatewayName: string,
     private readonly address: () => string,
     private readonly key: string,
+    private readonly callTimeoutMs = CALL_TIMEOUT_MS,
   ) {}
 
   /** A client for a gateway node (its mapped gRPC port, the mesh's API key), across restarts. */
-  static of(gw: GatewayNode): RoomsClient {
-    return new RoomsClient(gw.name, () => gw.hostGrpc, gw.mesh.apiKey);
+  static of(gw: GatewayNode, options: { callTimeoutMs?: number } = {}): RoomsClient {
+    return new RoomsClient(gw.name, () => gw.hostGrpc, gw.mesh.apiKey, options.callTimeoutMs);
   }
 
   private stub(): RoomServiceClient {
@@ -65,7 +66,7 @@ export class RoomsClient {
       throw new NodeDownError(`${this.gatewayName} is down: ${(err as Error).message}`);
     }
     return unaryCall<Res>((cb) =>
-      pick(client).call(client, request, authMetadata(this.key), deadlineIn(CALL_TIMEOUT_MS), (err, res) => cb(err, res)),
+      pick(client).call(client, request, authMetadata(this.key), deadlineIn(this.callTimeoutMs), (err, res) => cb(err, res)),
     );
   }
 
