@@ -3,24 +3,14 @@
 // R3 streams), measured in the same run as our code.
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
+import { freePort } from "./processes.mjs";
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-const HOW_TO_GET = "install Debian's nats-server (as root: apt-get install --no-install-recommends nats-server), or put nats-server 2.9+ on PATH";
+const HOW_TO_GET =
+  "install Debian's nats-server (as root: apt-get install --no-install-recommends nats-server), or put nats-server 2.9+ on PATH";
 
 /** Finds nats-server, installing Debian's package when running as root on Debian; else says how to get it. */
 export function ensureNatsServer() {
@@ -66,7 +56,23 @@ export async function startNatsCluster(size = 3) {
     const dir = mkdtempSync(join(tmpdir(), `bench-nats-r${size}-${i}-`));
     const child = spawn(
       bin,
-      ["-js", "-a", "127.0.0.1", "-p", String(p.client), "-sd", dir, "-n", `bench-${i}`, "--cluster_name", "bench", "--cluster", `nats://127.0.0.1:${p.cluster}`, "--routes", routes],
+      [
+        "-js",
+        "-a",
+        "127.0.0.1",
+        "-p",
+        String(p.client),
+        "-sd",
+        dir,
+        "-n",
+        `bench-${i}`,
+        "--cluster_name",
+        "bench",
+        "--cluster",
+        `nats://127.0.0.1:${p.cluster}`,
+        "--routes",
+        routes,
+      ],
       { stdio: ["ignore", "ignore", "pipe"] },
     );
     const exited = new Promise((r) => child.once("exit", r));
