@@ -147,7 +147,7 @@ async function quorumMesh(room) {
   const ids = ["gw-a", "gw-b", "gw-c"];
   const homes = new Map(ids.map((id) => [id, tempDir(id)]));
   for (const home of homes.values())
-    writeFileSync(join(home, "config.yaml"), `coordinator:\n  etcd:\n    lease_ttl_seconds: ${TTL}\n`, { mode: 0o600 });
+    writeFileSync(join(home, "config.yaml"), `coordinator:\n  etcd:\n    endpoints: ["${etcd.url}"]\n    lease_ttl_seconds: ${TTL}\n`, { mode: 0o600 });
   const gateways = new Map();
   const start = async (id) => {
     gateways.set(
