@@ -207,18 +207,16 @@ describe("authority records", () => {
       code: "record_invalid",
     });
     expect((await b.readAuthority("r1")).text).toBe(garbage.text);
-    await raw
-      .put(key)
-      .value(
-        encodeAuthorityRecord({
-          gateway_id: "gw-a",
-          epoch: 1,
-          isr: ["gw-a", "gw-b"],
-          replicas: ["gw-a", "gw-b"],
-          min_insync: 1,
-          lease: null,
-        }),
-      );
+    await raw.put(key).value(
+      encodeAuthorityRecord({
+        gateway_id: "gw-a",
+        epoch: 1,
+        isr: ["gw-a", "gw-b"],
+        replicas: ["gw-a", "gw-b"],
+        min_insync: 1,
+        lease: null,
+      }),
+    );
     const lower = await b.readAuthority("r1");
     expect(assessAuthorityRecord({ gateway_id: "gw-a", epoch: 3 }, lower.text)).toMatchObject({
       kind: "refuse",

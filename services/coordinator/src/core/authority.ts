@@ -26,6 +26,8 @@ export interface ClaimInput {
   recordLeaseAlive: boolean;
   /** Highest epoch for the room in any durable state of this gateway. */
   localMaxEpoch: number;
+  /** The room's replicas and min_insync as this gateway stored them: what an unclean promote writes when the record is gone. */
+  policy?: { replicas: readonly string[]; min_insync: number } | undefined;
 }
 
 export type ClaimRefusal = Refusal<"no_record" | "already_authority" | "lease_valid" | "not_in_isr">;
@@ -51,14 +53,10 @@ export function decideClaim(input: ClaimInput): ClaimDecision {
           (input.mode === "promote" ? " (promote --unclean writes a new one from this gateway's log)" : ""),
       );
     }
-    // Nothing says which gateways held the room: the claimant holds it alone (min_insync 1).
+    // The record is gone (etcd lost its data): the claimant's own copy of the policy says who holds
+    // the room, else it holds it alone (min_insync 1).
     const epoch = input.localMaxEpoch + 1;
-    return {
-      kind: "claim",
-      record: { gateway_id: self, epoch, isr: [self], replicas: [self], min_insync: 1, lease: input.selfLease },
-      previous: null,
-      unclean: true,
-    };
+    return { kind: "claim", record: initialRecord(self, input.selfLease, epoch, input.policy), previous: null, unclean: true };
   }
   const holder = { gateway_id: record.gateway_id, epoch: record.epoch };
   if (record.gateway_id === self && record.lease === input.selfLease && input.recordLeaseAlive) {

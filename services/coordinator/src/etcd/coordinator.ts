@@ -1,6 +1,6 @@
 import { HermesError } from "@hermes/common/client";
 import type { Etcd3, IKeyValue, ITxnResponse } from "etcd3";
-import { type ClaimMode, type ClaimRefusal, decideClaim } from "../core/authority.js";
+import { type ClaimInput, type ClaimMode, type ClaimRefusal, decideClaim } from "../core/authority.js";
 import {
   type AuthorityRecord,
   assessAuthorityRecord,
@@ -356,7 +356,10 @@ export class Coordinator {
    * the claim by compare-and-swap. `localMaxEpoch` is the highest epoch for the room in this
    * gateway's own durable state. Manual promotes go through here too, so they cannot race a failover.
    */
-  async claimAuthority(roomId: string, input: { mode: ClaimMode; localMaxEpoch: number; known?: KnownAuthority | null }): Promise<ClaimOutcome> {
+  async claimAuthority(
+    roomId: string,
+    input: { mode: ClaimMode; localMaxEpoch: number; known?: KnownAuthority | null; policy?: ClaimInput["policy"] },
+  ): Promise<ClaimOutcome> {
     const status = this.lease.status();
     if (status.phase !== "valid" || status.leaseId === null) {
       return refuse("lease_lost", "lease_lost", `gateway ${this.gatewayId} holds no valid coordinator lease; it claims nothing`);
@@ -388,6 +391,7 @@ export class Coordinator {
       record: read.record,
       recordLeaseAlive,
       localMaxEpoch: input.localMaxEpoch,
+      policy: input.policy,
     });
     if (decision.kind === "refuse") return decision;
     const written = await this.writeAuthority(roomId, read.modRevision, decision.record);

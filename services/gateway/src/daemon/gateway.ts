@@ -1,5 +1,6 @@
 import { rmSync } from "node:fs";
 import { type Clock, type Db, isoTime, type Logger, type Metrics, ServingStatus, shutdownServer, startInPhases } from "@hermes/common";
+import type { Coordinator } from "@hermes/coordinator";
 import type { GatewayStatus } from "@hermes/proto/hermes/v1/gateway";
 import type { ChatService } from "../app/chat.js";
 import type { GatewaySettings } from "../app/config.js";
@@ -8,12 +9,14 @@ import type { PeerRuns } from "../app/peers/peer-runs.js";
 import type { ProfileService } from "../app/profiles.js";
 import type { RelayLink } from "../app/relay/relay-link.js";
 import type { DiscussionDriver } from "../app/rooms/discussion-driver.js";
+import type { CoordinatedRooms } from "../app/rooms/quorum/coordinated-rooms.js";
 import type { RoomsService } from "../app/rooms/rooms-service.js";
 import type { LiveRouting, SessionService } from "../app/sessions.js";
 import type { RoutingIndex } from "../core/identity/routing-index.js";
 import { type ProfileDatabases, writeHeartbeats } from "../store/gateway-store.js";
 import type { HermesHome } from "../store/home.js";
 import { type Foundation, type GatewayOptions, openFoundation } from "./foundation.js";
+import { joinMesh } from "./mesh.js";
 import { type Servers, startServers } from "./servers.js";
 import { buildServices, type Services } from "./services.js";
 import { GatewayState } from "./state.js";
@@ -50,6 +53,9 @@ export class Gateway {
   readonly discussions: DiscussionDriver;
   /** The dial-out link to the relay, when relay.url is configured. */
   readonly relay: RelayLink | undefined;
+  /** The coordinated mesh's etcd client, when a coordinator is configured. */
+  readonly coordinator: Coordinator | undefined;
+  private readonly coordination: CoordinatedRooms | undefined;
   /** What the operator should fix, logged at start (`gateway start` also prints them on stderr). */
   readonly startWarnings: string[];
   private readonly liveRouting: LiveRouting;
@@ -81,6 +87,8 @@ export class Gateway {
     this.rooms = s.rooms;
     this.discussions = s.discussions;
     this.relay = s.relay;
+    this.coordinator = f.coordinator;
+    this.coordination = s.coordination;
   }
 
   static start(options: GatewayOptions): Promise<Gateway> {
@@ -88,7 +96,9 @@ export class Gateway {
       const f = await openFoundation(options, cleanup);
       const services = buildServices(f, cleanup);
       const state = new GatewayState(f, services);
-      return new Gateway(f, services, await startServers(f, services, state, cleanup), state).run();
+      const servers = await startServers(f, services, state, cleanup);
+      await joinMesh(f, services, state.grpcAddress);
+      return new Gateway(f, services, servers, state).run();
     });
   }
 
@@ -157,6 +167,8 @@ export class Gateway {
       // Peer runs too: waiting dm callers are answered; queued runs stay queued, running ones end interrupted.
       this.peerRuns.beginStop();
       const roomsStopping = this.rooms.beginStop();
+      // No more claims, leading or following; waiting quorum sends are answered (not acknowledged).
+      const coordinationStopping = this.coordination?.stop();
       // Running member turns get the grace period; their ends are logged while appends still work.
       const discussionsStopping = this.discussions.stop(grace);
       // The relay link next: running relayed deliveries were just answered runtime_offline (they stay queued here).
@@ -168,6 +180,10 @@ export class Gateway {
       await roomsStopping;
       await discussionsStopping;
       await this.rooms.stop();
+      await coordinationStopping;
+      // Revokes the lease: the registration and every room held by it are free at once (the in-sync
+      // replicas take over without waiting for the TTL).
+      await this.coordinator?.close();
       await this.chat.stop(grace);
       await this.deliveries.stop();
       this.liveRouting.persistAll();

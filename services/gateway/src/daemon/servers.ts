@@ -19,11 +19,13 @@ import {
 import { DeliveryServiceService } from "@hermes/proto/hermes/v1/delivery";
 import { ControlServiceService, GatewayServiceService } from "@hermes/proto/hermes/v1/gateway";
 import { PeerServiceService } from "@hermes/proto/hermes/v1/peers";
+import { QuorumServiceService } from "@hermes/proto/hermes/v1/quorum";
 import { RoomMemberServiceService, RoomServiceService } from "@hermes/proto/hermes/v1/rooms";
 import { deliveryServiceHandlers } from "../api/grpc/delivery-service.js";
 import { controlServiceHandlers, gatewayServiceHandlers } from "../api/grpc/gateway-service.js";
 import { memberTurnServiceHandlers } from "../api/grpc/member-turn-service.js";
 import { peerServiceHandlers } from "../api/grpc/peer-service.js";
+import { quorumServiceHandlers } from "../api/grpc/quorum-service.js";
 import { roomServiceHandlers } from "../api/grpc/room-service.js";
 import { apiPlatformRoute } from "../api/http/api-platform.js";
 import { roomMethods } from "../api/rpc/room-methods.js";
@@ -85,6 +87,14 @@ export async function startServers(f: Foundation, s: Services, state: GatewaySta
     health.addToServer(server);
   }
   serve(controlServer, "control", ControlServiceService, controlServiceHandlers({ profiles: s.profiles }));
+  if (s.quorum) {
+    // Only gateways of the mesh report what they hold: a client key must not be able to fake an ack.
+    const meshOnly = settings.meshKey ? new KeyRing([settings.meshKey]) : keys;
+    grpcServer.addService(
+      QuorumServiceService,
+      adaptService(QuorumServiceService, quorumServiceHandlers(s.quorum), { auth: meshOnly, metrics, transport: "tcp" }),
+    );
+  }
   await addReflection(grpcServer);
   await addReflection(controlServer);
 

@@ -1,4 +1,4 @@
-import type { Cleanup } from "@hermes/common";
+import { type Cleanup, isoTime } from "@hermes/common";
 import { registerMemberTurnTunnel, registerRoomTunnel } from "../api/tunnel/room-tunnel.js";
 import { ChatService } from "../app/chat.js";
 import { DeliveryService, deliveryLanes } from "../app/delivery/delivery-service.js";
@@ -14,6 +14,9 @@ import { TunnelHandlers } from "../app/relay/tunnel-handlers.js";
 import { DiscussionDriver } from "../app/rooms/discussion-driver.js";
 import { MemberTurnRouter } from "../app/rooms/member-turn-routes.js";
 import { LocalMemberTurns, MemberTurnServer } from "../app/rooms/member-turns.js";
+import { CoordinatedRooms } from "../app/rooms/quorum/coordinated-rooms.js";
+import { QuorumAcks } from "../app/rooms/quorum/quorum-acks.js";
+import { Replicator } from "../app/rooms/replicator.js";
 import { RoomLog } from "../app/rooms/room-log.js";
 import { GrpcRoomSourceFactory } from "../app/rooms/room-source.js";
 import { RoomsService } from "../app/rooms/rooms-service.js";
@@ -48,6 +51,9 @@ export interface Services {
   discussions: DiscussionDriver;
   memberTurns: MemberTurnServer;
   relay: RelayLink | undefined;
+  /** Quorum rooms in the coordinated mesh (with a coordinator). */
+  coordination: CoordinatedRooms | undefined;
+  quorum: QuorumAcks | undefined;
 }
 
 /** Profiles (with the default one and its Bot Chat), sessions, the effective config and the peers in it. */
@@ -86,9 +92,23 @@ function turnEngine(f: Foundation, p: ProfileServices, outbox: Outbox): ChatServ
   });
 }
 
-/** Rooms and discussions: the log, the driver of the rooms led here, the room API, the member side of remote turns. */
+/**
+ * Rooms and discussions: the quorum acks (with a coordinator), the log, the replicator, the
+ * coordinated rooms, the driver of the rooms led here, the room API, the member side of remote turns.
+ */
 function roomServices(f: Foundation, p: ProfileServices, chat: ChatService, relay: RelayRoutes | undefined) {
   const logger = f.logger.child({ module: "rooms" });
+  const coordinator = f.coordinator;
+  const coordinated = f.settings.coordinator;
+  const quorum =
+    coordinator && coordinated
+      ? new QuorumAcks({
+          coordinator,
+          logger: logger.child({ module: "quorum" }),
+          registry: f.metrics.registry,
+          maxLag: coordinated.maxLag,
+        })
+      : undefined;
   const log = new RoomLog({
     db: f.db,
     gatewayId: f.id,
@@ -96,7 +116,33 @@ function roomServices(f: Foundation, p: ProfileServices, chat: ChatService, rela
     logger,
     registry: f.metrics.registry,
     maxAppendsPerCommit: f.settings.rooms.maxAppendsPerCommit,
+    quorum,
   });
+  const direct = new GrpcRoomSourceFactory(p.peers);
+  const replicator = new Replicator({
+    store: log.store,
+    sources: relay ? relay.roomSources(direct) : direct,
+    metrics: log.metrics,
+    logger,
+    now: () => isoTime(f.clock.now()),
+    applied: (roomId) => log.changes.notify(roomId),
+    observe: (roomId, authority) => log.observe(roomId, authority),
+    pageLimit: f.settings.rooms.replicationPageLimit,
+    maxBackoffMs: f.settings.rooms.followMaxBackoffMs,
+  });
+  const coordination =
+    coordinator && coordinated && quorum
+      ? new CoordinatedRooms({
+          coordinator,
+          log,
+          replicator,
+          acks: quorum,
+          meshKey: f.settings.meshKey,
+          leaseTtlMs: coordinated.leaseTtlSeconds * 1000,
+          logger: logger.child({ module: "quorum" }),
+          registry: f.metrics.registry,
+        })
+      : undefined;
   // Member turns run here (local profiles, and for other gateways' rooms) or on the member's
   // gateway (a peer named after it, else the relay).
   const discussionsLogger = f.logger.child({ module: "discussions" });
@@ -117,16 +163,15 @@ function roomServices(f: Foundation, p: ProfileServices, chat: ChatService, rela
     registry: f.metrics.registry,
     settings: { turnTimeoutMs: f.settings.delivery.turnTimeoutMs },
   });
-  const direct = new GrpcRoomSourceFactory(p.peers);
   const rooms = new RoomsService({
     log,
+    replicator,
     gatewayId: f.id,
     clock: f.clock,
     logger,
-    peers: p.peers,
     settings: f.settings.rooms,
-    sources: relay ? relay.roomSources(direct) : direct,
     driver: discussions,
+    coordination,
   });
   const memberTurns = new MemberTurnServer({
     local: localTurns,
@@ -134,7 +179,7 @@ function roomServices(f: Foundation, p: ProfileServices, chat: ChatService, rela
     observe: (roomId, authority) => rooms.observe(roomId, authority),
     logger: discussionsLogger,
   });
-  return { rooms, discussions, memberTurns };
+  return { rooms, discussions, memberTurns, coordination, quorum };
 }
 
 /** The sending half of deliveries, which the turn engine needs: who can be messaged, and the outbox. */
@@ -251,10 +296,10 @@ export function buildServices(f: Foundation, cleanup: Cleanup): Services {
   const chat = turnEngine(f, p, front.outbox);
   const target = deliveryIngress(f, p, front, chat);
   const runs = peerRuns(f, p, chat);
-  const { rooms, discussions, memberTurns } = roomServices(f, p, chat, routes);
+  const { rooms, discussions, memberTurns, coordination, quorum } = roomServices(f, p, chat, routes);
   cleanup.push(() => void rooms.stop());
   const relay = routes ? relayLink(f, p, routes, target.ingress, { rooms, memberTurns }) : undefined;
   if (relay) cleanup.push(() => void relay.stop());
   const deliveries = deliveryService(f, p, chat, front, target, relay);
-  return { ...p, chat, deliveries, peerRuns: runs, rooms, discussions, memberTurns, relay };
+  return { ...p, chat, deliveries, peerRuns: runs, rooms, discussions, memberTurns, relay, coordination, quorum };
 }

@@ -15,6 +15,7 @@ import {
   type Member,
   type PackedEventJson,
   type PromotePlan,
+  type QuorumPolicy,
   type ReplicationDecision,
   type RoomEvent,
   type RoomState,
@@ -53,6 +54,8 @@ export interface StoredRoom {
   state: RoomState;
   meta: RoomMeta;
   follow: FollowSourceRef | null;
+  /** The room's quorum policy, or null for a local room. */
+  replication: QuorumPolicy | null;
 }
 
 export interface PreservedBranch {
@@ -82,6 +85,7 @@ interface RoomRow {
   safety_status: SafetyStatus;
   safety_reason: string | null;
   replica_source_json: string | null;
+  replication_json?: string | null;
 }
 
 interface DivergenceRow {
@@ -134,6 +138,7 @@ export class RoomsStore {
     insertMember: Database.Statement;
     retire: Database.Statement;
     setSource: Database.Statement;
+    setReplication: Database.Statement;
     insertDemotion: Database.Statement;
     lastDemotion: Database.Statement;
   };
@@ -192,6 +197,7 @@ export class RoomsStore {
       insertMember: db.prepare("INSERT OR REPLACE INTO room_members (room_id, member_id, profile) VALUES (?, ?, ?)"),
       retire: db.prepare("INSERT OR IGNORE INTO room_retired_ids (room_id, retired_at) VALUES (?, ?)"),
       setSource: db.prepare("UPDATE rooms SET replica_source_json = ? WHERE room_id = ?"),
+      setReplication: db.prepare("UPDATE rooms SET replication_json = ? WHERE room_id = ?"),
       insertDemotion: db.prepare(`
         INSERT OR REPLACE INTO room_demotions (room_id, demoted_at, previous_gateway_id, previous_epoch, authority_gateway_id, authority_epoch, last_seq)
         VALUES (@room_id, @demoted_at, @previous_gateway_id, @previous_epoch, @authority_gateway_id, @authority_epoch, @last_seq)`),
@@ -328,6 +334,11 @@ export class RoomsStore {
     return row.epoch;
   }
 
+  /** The quorum rooms held here (authority or replica), by id. */
+  quorumRoomIds(): string[] {
+    return this.db.prepare("SELECT room_id FROM rooms WHERE replication_json IS NOT NULL ORDER BY room_id").pluck().all() as string[];
+  }
+
   /** Largest (authority latest_seq − stored last_seq) over the replicas here: the lag gauge. */
   replicaLagMax(): number {
     const row = this.db
@@ -351,8 +362,8 @@ export class RoomsStore {
   // ------------------------------------------------------------------------------------------
   // Writes: each is one IMMEDIATE transaction; the cache changes only after the commit.
 
-  /** `groups.create`: the room row, its lineage, room.created and the local membership handles. */
-  createRoom(plan: Extract<CreateRoomPlan, { ok: true }>): StoredRoom {
+  /** `groups.create`: the room row, its lineage, room.created, the local membership handles and the replication policy. */
+  createRoom(plan: Extract<CreateRoomPlan, { ok: true }>, replication: QuorumPolicy | null = null): StoredRoom {
     const meta: RoomMeta = {
       name: plan.name,
       members: plan.members,
@@ -361,7 +372,7 @@ export class RoomsStore {
       updated_at: plan.event.created_at,
       disbanded_at: null,
     };
-    const stored: StoredRoom = { state: plan.state, meta, follow: null };
+    const stored: StoredRoom = { state: plan.state, meta, follow: null, replication };
     this.write([plan.state.room_id], () => {
       if (this.stmt.room.get(plan.state.room_id) !== undefined) {
         throw new HermesError("already_exists", `room ${plan.state.room_id} already exists on this gateway`);
@@ -370,6 +381,7 @@ export class RoomsStore {
       this.writeLineage(plan.state.room_id, plan.state.lineage);
       this.insertEvents([plan.event]);
       this.writeMembers(plan.state.room_id, meta.members);
+      if (replication) this.stmt.setReplication.run(JSON.stringify(replication), plan.state.room_id);
     });
     this.cache.set(plan.state.room_id, stored);
     return stored;
@@ -400,18 +412,20 @@ export class RoomsStore {
   }
 
   /**
-   * Applies one replication decision with synchronous=NORMAL. `apply`/`noop`/`quarantined`
-   * save the state (and insert events); `diverged` first moves the local branch to
+   * Applies one replication decision with synchronous=NORMAL (`durable`: FULL, so the page is
+   * fsynced when this returns: a quorum replica acknowledges what it applied). `apply`/`noop`/
+   * `quarantined` save the state (and insert events); `diverged` first moves the local branch to
    * room_divergent_events with its record; `refused` saves only a fence; `refetch` writes nothing.
    * Returns the id of a divergence record, if one was written.
    */
-  applyReplication(roomId: string, decision: ReplicationDecision): number | null {
+  applyReplication(roomId: string, decision: ReplicationDecision, options: { durable?: boolean } = {}): number | null {
     if (decision.kind === "refetch") return null;
     if (decision.kind === "refused" && decision.fence === null) return null;
     const current = this.room(roomId);
     let divergenceId: number | null = null;
     let stored: StoredRoom | undefined;
-    this.withNormalSync(() =>
+    const sync = options.durable ? (fn: () => void) => fn() : (fn: () => void) => this.withNormalSync(fn);
+    sync(() =>
       this.write([roomId], () => {
         const base: StoredRoom = current ?? this.newReplicaRoom(decision.state);
         switch (decision.kind) {
@@ -443,9 +457,15 @@ export class RoomsStore {
    * `groups.promote`: the claim, the new state and the durable epoch counter in one transaction at
    * synchronous=FULL. Call `syncBarrier` before planning so the replica log is on disk first.
    */
-  commitPromote(roomId: string, plan: Extract<PromotePlan, { ok: true }>): void {
+  commitPromote(roomId: string, plan: Extract<PromotePlan, { ok: true }>, replication: QuorumPolicy | null = null): void {
     const current = this.mustRoom(roomId);
-    const stored: StoredRoom = { ...current, state: plan.state, meta: { ...current.meta, updated_at: this.now() }, follow: null };
+    const stored: StoredRoom = {
+      ...current,
+      state: plan.state,
+      meta: { ...current.meta, updated_at: this.now() },
+      follow: null,
+      replication: replication ?? current.replication,
+    };
     this.write([roomId], () => {
       this.db
         .prepare(
@@ -455,6 +475,7 @@ export class RoomsStore {
       this.insertEvents([plan.claim]);
       this.saveRow(stored, current);
       this.stmt.setSource.run(null, roomId);
+      if (replication) this.stmt.setReplication.run(JSON.stringify(replication), roomId);
     });
     this.cache.set(roomId, stored);
   }
@@ -476,6 +497,14 @@ export class RoomsStore {
     const stored: StoredRoom = { ...current, state, meta: { ...current.meta, updated_at: this.now() } };
     this.write([roomId], () => this.saveRow(stored, current));
     this.cache.set(roomId, stored);
+  }
+
+  /** Records the quorum policy of a room this gateway holds (a replica, when it starts following). */
+  setReplication(roomId: string, replication: QuorumPolicy): void {
+    const current = this.room(roomId);
+    if (!current) return;
+    this.write([roomId], () => this.stmt.setReplication.run(JSON.stringify(replication), roomId));
+    this.cache.set(roomId, { ...current, replication });
   }
 
   /** Remembers (or forgets, with null) the peer a replica follows. */
@@ -548,6 +577,7 @@ export class RoomsStore {
       state,
       meta: { name: "", members: [], revision: 0, created_at: now, updated_at: now, disbanded_at: null },
       follow: null,
+      replication: null,
     };
   }
 
@@ -580,6 +610,7 @@ export class RoomsStore {
         disbanded_at: row.disbanded_at,
       },
       follow: parseJson<FollowSourceRef | null>(row.replica_source_json, null),
+      replication: parseJson<QuorumPolicy | null>(row.replication_json ?? null, null),
     };
   }
 

@@ -11,6 +11,7 @@ import {
   PullPlanner,
   type PullStopReason,
   planReplication,
+  type QuorumPolicy,
   type ReplicationDecision,
   type RoomEvent,
   type RoomState,
@@ -19,6 +20,7 @@ import {
   TRANSIENT_PULL_REASONS,
 } from "../../core/rooms/index.js";
 import type { RoomsStore } from "../../store/rooms-store.js";
+import { Events } from "../events.js";
 import { describeSpec, type RepostMessage, type RoomSource, type RoomSourceFactory, type SourceSpec } from "./room-source.js";
 import type { RoomsMetrics } from "./rooms-metrics.js";
 
@@ -66,6 +68,20 @@ interface Follower {
   controller: AbortController;
   status: FollowStatus;
   done: Promise<void>;
+  planner: PullPlanner | null;
+}
+
+/**
+ * Following a quorum room: pages are applied durably (fsynced) and each applied seq is reported to
+ * the authority, which acknowledges sends only once every in-sync replica holds them; pages of an
+ * epoch below the newest one known are refused.
+ */
+export interface QuorumFollow {
+  policy: QuorumPolicy;
+  /** The newest epoch of the room known from the coordinator. */
+  epoch: number;
+  /** The replica holds everything through `seq` durably, as replicated from the authority at `epoch`. */
+  durable(seq: number, epoch: number): void;
 }
 
 /**
@@ -75,6 +91,8 @@ interface Follower {
  * applied; `follow` tails the authority through Subscribe with reconnect and back-off until stopped.
  */
 export class Replicator {
+  /** A follower ended by itself (a refusal, a stale source, disband): whoever restarts followers hears it. */
+  readonly events = new Events<{ followStopped: [roomId: string, reason: string] }>();
   private readonly followers = new Map<string, Follower>();
   /** The last source each room was pulled from (url + key in memory only): promote's fence notice uses it. */
   private readonly lastSource = new Map<string, SourceSpec>();
@@ -94,6 +112,7 @@ export class Replicator {
     roomId: string,
     page: LogPage,
     sourceGatewayId = page.authority.gateway_id,
+    quorum?: QuorumFollow,
   ): { decision: ReplicationDecision; divergenceId: number | null } {
     const { store } = this.deps;
     let state = store.state(roomId);
@@ -108,7 +127,11 @@ export class Replicator {
       state = newReplicaState(roomId, store.selfGatewayId, sourceGatewayId);
     }
     const decision = planReplication(state, page, store.lookup(roomId), this.deps.now());
-    const divergenceId = store.applyReplication(roomId, decision);
+    const divergenceId = store.applyReplication(roomId, decision, { durable: quorum !== undefined });
+    if (quorum && (decision.kind === "apply" || decision.kind === "noop" || decision.kind === "diverged")) {
+      if (store.room(roomId)?.replication == null) store.setReplication(roomId, quorum.policy);
+      quorum.durable(decision.state.last_seq, decision.state.authority.epoch);
+    }
     const { metrics } = this.deps;
     if (decision.kind === "apply" || decision.kind === "diverged") {
       metrics.replicated.inc(decision.events.length);
@@ -139,7 +162,7 @@ export class Replicator {
   async replicate(
     roomId: string,
     spec: SourceSpec,
-    options: { follow: boolean; onProgress?: (p: ReplicateProgress) => void; signal?: AbortSignal },
+    options: { follow: boolean; onProgress?: (p: ReplicateProgress) => void; signal?: AbortSignal; quorum?: QuorumFollow },
   ): Promise<ReplicateResult> {
     // A new follow replaces the old one; a one-shot pull may run next to a follower (each page is
     // planned against the state it lands on, so two loops cannot apply anything twice).
@@ -155,7 +178,7 @@ export class Replicator {
     }
     const state = this.deps.store.state(roomId);
     if (options.follow && state && !state.disbanded) {
-      this.startFollowing(roomId, spec, source, "tail");
+      this.startFollowing(roomId, spec, source, "tail", options.quorum);
       if ("peer" in spec) this.deps.store.setFollowSource(roomId, { peer: spec.peer });
       return { ...result, following: true };
     }
@@ -166,13 +189,14 @@ export class Replicator {
   private async catchUp(
     roomId: string,
     source: RoomSource,
-    options: { onProgress?: (p: ReplicateProgress) => void; signal?: AbortSignal },
+    options: { onProgress?: (p: ReplicateProgress) => void; signal?: AbortSignal; quorum?: QuorumFollow },
   ): Promise<ReplicateResult> {
     const planner = new PullPlanner({ mode: "catch_up", last_seq: this.deps.store.state(roomId)?.last_seq ?? 0, random: Math.random });
+    if (options.quorum) planner.on({ kind: "epoch_known", epoch: options.quorum.epoch });
     let ingested = 0;
     let last: { state: RoomState; caught_up: boolean } | null = null;
     const divergences: PreservedDivergence[] = [];
-    await this.runPlanner(roomId, source, planner, options.signal, (decision, divergenceId) => {
+    await this.runPlanner(roomId, source, planner, options.signal, options.quorum, (decision, divergenceId) => {
       if (decision.kind === "refetch" || decision.kind === "quarantined" || decision.kind === "refused") return;
       if (decision.kind === "diverged" && divergenceId !== null) divergences.push({ ...decision.divergence, divergence_id: divergenceId });
       ingested += decision.kind === "noop" ? 0 : decision.events.length;
@@ -203,6 +227,7 @@ export class Replicator {
     source: RoomSource,
     planner: PullPlanner,
     signal: AbortSignal | undefined,
+    quorum: QuorumFollow | undefined,
     applied: (decision: ReplicationDecision, divergenceId: number | null) => void,
     onPhase: (phase: PullPhase, error: HermesError | null) => void = () => undefined,
   ): Promise<PullStopReason> {
@@ -279,7 +304,7 @@ export class Replicator {
           }
           case "apply": {
             const before = store.state(roomId)?.last_seq ?? 0;
-            const { decision, divergenceId } = this.applyPage(roomId, effect.page);
+            const { decision, divergenceId } = this.applyPage(roomId, effect.page, effect.page.authority.gateway_id, quorum);
             applied(decision, divergenceId);
             queue.push(...planner.on({ kind: "applied", decision, before_last_seq: before }));
             if (planner.status === "tailing") onPhase("tailing", null);
@@ -333,8 +358,14 @@ export class Replicator {
     return f.status.state !== "stopped";
   }
 
-  /** Resumes following a registered peer (at start). */
-  resume(roomId: string, spec: SourceSpec): void {
+  /** A newer epoch of the room is known (the coordinator's record): its follower refuses older pages. */
+  knowEpoch(roomId: string, epoch: number): void {
+    this.followers.get(roomId)?.planner?.on({ kind: "epoch_known", epoch });
+  }
+
+  /** Follows in the background, catching up first (a registered peer at start; a quorum room's authority). */
+  resume(roomId: string, spec: SourceSpec, quorum?: QuorumFollow): void {
+    this.stopFollowing(roomId);
     let source: RoomSource;
     try {
       source = this.deps.sources.open(spec);
@@ -343,19 +374,21 @@ export class Replicator {
       return;
     }
     this.lastSource.set(roomId, spec);
-    this.startFollowing(roomId, spec, source, "catch_up");
+    this.startFollowing(roomId, spec, source, "catch_up", quorum);
   }
 
-  private startFollowing(roomId: string, spec: SourceSpec, source: RoomSource, first: "tail" | "catch_up"): void {
+  private startFollowing(roomId: string, spec: SourceSpec, source: RoomSource, first: "tail" | "catch_up", quorum?: QuorumFollow): void {
     const controller = new AbortController();
     const status: FollowStatus = { state: "following", source: source.describe ?? describeSpec(spec), last_error: null };
-    const follower: Follower = { controller, status, done: Promise.resolve() };
-    follower.done = this.followLoop(roomId, source, controller.signal, status, first).finally(() => source.close());
+    const follower: Follower = { controller, status, done: Promise.resolve(), planner: null };
+    follower.done = this.followLoop(roomId, source, follower, first, quorum).finally(() => source.close());
     this.followers.set(roomId, follower);
   }
 
-  private async followLoop(roomId: string, source: RoomSource, signal: AbortSignal, status: FollowStatus, first: "tail" | "catch_up") {
+  private async followLoop(roomId: string, source: RoomSource, follower: Follower, first: "tail" | "catch_up", quorum?: QuorumFollow) {
     const { store, logger } = this.deps;
+    const { status, controller } = follower;
+    const signal = controller.signal;
     const state = store.state(roomId);
     if (state?.disbanded) {
       status.state = "stopped";
@@ -368,6 +401,8 @@ export class Replicator {
       backoff: { maxMs: this.deps.maxBackoffMs ?? 30_000 },
       random: Math.random,
     });
+    follower.planner = planner;
+    if (quorum) planner.on({ kind: "epoch_known", epoch: quorum.epoch });
     const onPhase = (phase: PullPhase, error: HermesError | null) => {
       if (error !== null) {
         status.last_error = `${error.reason}: ${error.message}`;
@@ -381,8 +416,9 @@ export class Replicator {
       }
     };
     try {
-      await this.runPlanner(roomId, source, planner, signal, () => undefined, onPhase);
+      const reason = await this.runPlanner(roomId, source, planner, signal, quorum, () => undefined, onPhase);
       status.state = "stopped";
+      this.events.emit("followStopped", roomId, reason);
     } catch (err) {
       if (signal.aborted) return;
       const e = toHermesError(err);
@@ -390,6 +426,7 @@ export class Replicator {
       status.last_error = `${e.reason}: ${e.message}`;
       store.setFollowSource(roomId, null);
       logger.error({ room_id: roomId, reason: e.reason, err: e.message }, "stopped following the room");
+      this.events.emit("followStopped", roomId, e.reason);
     }
   }
 

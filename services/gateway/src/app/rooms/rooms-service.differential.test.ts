@@ -10,7 +10,9 @@ import type { LogReadParams } from "../../core/rooms/log-page.js";
 import { pull } from "../../core/rooms/testing/pull.js";
 import { SimGateway } from "../../core/rooms/testing/sim-gateway.js";
 import { GATEWAY_MIGRATIONS } from "../../store/migrations/index.js";
+import { Replicator } from "./replicator.js";
 import { RoomLog } from "./room-log.js";
+import { GrpcRoomSourceFactory } from "./room-source.js";
 import { RoomsService } from "./rooms-service.js";
 
 /**
@@ -117,7 +119,16 @@ function newWorld() {
   const clock = { now: () => current };
   const logger = createLogger("test", "silent");
   const log = new RoomLog({ db, gatewayId: "B", clock, logger, registry: new Registry(), maxAppendsPerCommit: 1000 });
-  const svc = new RoomsService({ log, gatewayId: "B", clock, logger, peers: { url: () => undefined, key: () => undefined } });
+  const replicator = new Replicator({
+    store: log.store,
+    sources: new GrpcRoomSourceFactory({ url: () => undefined, key: () => undefined }),
+    metrics: log.metrics,
+    logger,
+    now: () => new Date(current).toISOString(),
+    applied: (roomId) => log.changes.notify(roomId),
+    observe: (roomId, authority) => log.observe(roomId, authority),
+  });
+  const svc = new RoomsService({ log, replicator, gatewayId: "B", clock, logger });
   const shadow: Shadow = { svc, db, mismatches: [] };
   const gateways = new Map<GatewayId, SimGateway>([
     ["A", new SimGateway("A")],
