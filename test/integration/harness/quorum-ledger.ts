@@ -169,16 +169,23 @@ export function secondsToFirstAck(ledger: Ledger, faultAt: number, options: { ro
   return first === undefined ? null : (first - faultAt) / 1000;
 }
 
-/** What recovery the line reports: a failover to a new epoch, or sends accepted again without one. */
-export type Recovery = { failoverSeconds: number | null } | { noFailover: string };
+/**
+ * What recovery the line reports: a failover to a new epoch, sends accepted again without one, or
+ * (a run of many faults) the longest time from a fault to the next acknowledged send.
+ */
+export type Recovery = { failoverSeconds: number | null } | { noFailover: string } | { worstSeconds: number | null; faults: number };
+
+function describeRecovery(recovery: Recovery): string {
+  if ("noFailover" in recovery) return `no failover (${recovery.noFailover})`;
+  if ("worstSeconds" in recovery)
+    return recovery.worstSeconds === null
+      ? `no send acked after some of ${recovery.faults} faults`
+      : `failover in ≤ ${recovery.worstSeconds.toFixed(1)} s (worst of ${recovery.faults} faults)`;
+  return recovery.failoverSeconds === null ? "failover: none seen" : `failover in ${recovery.failoverSeconds.toFixed(1)} s`;
+}
 
 export function quorumSummary(v: QuorumVerdict, recovery: Recovery): string {
-  const failover =
-    "noFailover" in recovery
-      ? `no failover (${recovery.noFailover})`
-      : recovery.failoverSeconds === null
-        ? "failover: none seen"
-        : `failover in ${recovery.failoverSeconds.toFixed(1)} s`;
+  const failover = describeRecovery(recovery);
   const epochs = v.epochs.map((e) => `${e.epoch} ${e.gateways.map((g) => `${g.gateway} (${g.acks} acks)`).join(" + ")}`).join(", ");
   return `${v.sends} sends, ${v.acked} acked, ${v.lost.length} lost; ${failover}; epochs ${epochs || "none acked"}; ${v.preservedUnacknowledged} preserved unacknowledged`;
 }

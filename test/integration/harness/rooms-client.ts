@@ -8,6 +8,7 @@ import {
   type ReplicaStateReply,
   type Room,
   type RoomEvent,
+  type RoomReplication,
   type RoomReply,
   RoomServiceClient,
   type SendReply,
@@ -70,10 +71,12 @@ export class RoomsClient {
     );
   }
 
-  create(roomId: string, name: string, members: string[]): Promise<RoomReply> {
+  /** `replication`: e.g. `{ mode: "quorum", replicas: ["gw-b", "gw-c"], min_insync: 2 }` (default: a local room). */
+  create(roomId: string, name: string, members: string[], replication?: RoomReplication): Promise<RoomReply> {
     return this.call((c) => c.create, {
       room_id: roomId,
       name,
+      replication,
       members: members.map((m) => {
         const at = m.indexOf("@");
         return at < 0 ? { member_id: m, profile: m } : { member_id: m, profile: m.slice(0, at), gateway_id: m.slice(at + 1) };
