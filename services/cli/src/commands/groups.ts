@@ -103,7 +103,7 @@ function replicationJson(r: ReplicationState | undefined) {
 }
 
 function describeReplication(r: ReplicationState | undefined): string | null {
-  if (!r || r.mode !== "quorum") return null;
+  if (r?.mode !== "quorum") return null;
   const rows: (string | number)[][] = [
     ["mode", `quorum, min_insync ${r.min_insync}`],
     ["replicas", r.replicas.join(", ")],
