@@ -120,7 +120,7 @@ describe.skipIf(!debianRoot)("the Docker engine of the test script", () => {
     const box = sandbox();
     const r = await inNamespace(
       box,
-      `bash "$SCRIPTS/test.sh" --project unit; echo "exit: $?"; [ -f "$STATE/up" ] && echo "engine: running" || echo "engine: gone"`,
+      `bash "$SCRIPTS/test.sh" --project core; echo "exit: $?"; [ -f "$STATE/up" ] && echo "engine: running" || echo "engine: gone"`,
     );
     const lines = r.stdout.trim().split("\n");
     expect(lines[0]).toBe(
@@ -130,7 +130,7 @@ describe.skipIf(!debianRoot)("the Docker engine of the test script", () => {
     // The fake vitest exits 3 when the engine is up during the run (7 when it is not).
     expect(lines.at(-2)).toBe("exit: 3");
     expect(lines.at(-1)).toBe("engine: gone");
-    expect(read(join(box.state, "calls"))).toContain("npx vitest run --project unit");
+    expect(read(join(box.state, "calls"))).toContain("npx vitest run --project core");
     expect(r.stderr).toMatch(/stopping the dockerd this run started \(pid \d+\)/);
   });
 });
