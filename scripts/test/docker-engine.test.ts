@@ -99,6 +99,25 @@ describe.skipIf(!debianRoot)("the Docker engine of the test script", () => {
     expect(r.stderr).toContain(`stopping the dockerd this run started (pid ${recorded})`);
   });
 
+  it("a pid file left by an engine that is gone (its pid now another process's) starts a new engine instead of waiting", async () => {
+    const box = sandbox();
+    const r = await inNamespace(
+      box,
+      `set -e
+      mkdir -p "$HERMES_DOCKERD_RUN_DIR"
+      sleep 600 & echo $! >"$HERMES_DOCKERD_RUN_DIR/dockerd.pid"
+      echo "plan: $(bash "$SCRIPTS/ensure-docker.sh" --plan)"
+      bash "$SCRIPTS/ensure-docker.sh" --started-file "$STATE/ours"
+      echo "running: $(cat "$STATE/up")"
+      bash "$SCRIPTS/ensure-docker.sh" --stop "$STATE/ours"`,
+    );
+    expect(r.stderr).not.toContain("ERROR");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("plan: no Docker engine answers: will start dockerd in the background");
+    expect(r.stdout).toMatch(/running: \d+/);
+    expect(read(join(box.state, "starts")).trim().split("\n")).toHaveLength(1);
+  });
+
   it("an engine it did not start is never stopped", async () => {
     const box = sandbox();
     const r = await inNamespace(
