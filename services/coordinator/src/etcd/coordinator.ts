@@ -158,6 +158,16 @@ export class Coordinator {
     return status.leaseId;
   }
 
+  /** The lease id once it is valid, waiting for a renewal until `deadline` (monotonic); then `lease_lost`. */
+  private async validLease(deadline: number): Promise<string> {
+    for (;;) {
+      const status = this.lease.status();
+      if (status.phase === "valid" && status.leaseId !== null) return status.leaseId;
+      if (performance.now() > deadline || this.closed) return this.requireLease();
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
   onLeaseChange(listener: (change: LeaseChange) => void): () => void {
     return this.lease.onChange(listener);
   }
@@ -185,7 +195,8 @@ export class Coordinator {
     const waitUntil = performance.now() + this.options.leaseTtlSeconds * 1000 + 1000;
     const put = (leaseId: string) => this.client.put(key).value(encodeRegistration(registration)).lease(leaseId);
     for (;;) {
-      const leaseId = this.requireLease();
+      // A start that kept the event loop busy past the lease's safe deadline has a lease again after its next renewal.
+      const leaseId = await this.validLease(waitUntil);
       // No registration yet, or ours under this lease (etcd has no OR in a compare, so two tries).
       const fresh = await this.registrationTxn(() =>
         this.client.if(key, "Create", "==", 0).then(put(leaseId)).else(this.client.get(key)).commit(),

@@ -103,7 +103,7 @@ export class RoomLog {
       if (outcome.refusal.reason === "authority_conflict") this.metrics.fencedRefusals.inc();
       throw refusalError(outcome.refusal);
     }
-    if (quorum) await quorum.acknowledged(roomId, outcome.event.seq);
+    if (quorum && state) await quorum.acknowledged(roomId, outcome.event.seq, state);
     return outcome;
   }
 

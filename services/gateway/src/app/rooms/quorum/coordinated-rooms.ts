@@ -451,7 +451,9 @@ export class CoordinatedRooms implements RoomCoordination {
           localMaxEpoch: log.store.maxDurableEpoch(),
           known: this.known(roomId, state),
         });
-        if (outcome.kind === "claimed") this.takeOver(roomId, outcome.record, outcome.modRevision, "lease-expired");
+        // A released record is a planned hand-over; otherwise the holder's lease expired.
+        if (outcome.kind === "claimed")
+          this.takeOver(roomId, outcome.record, outcome.modRevision, record.lease === null ? "planned-handover" : "lease-expired");
         else if (outcome.kind === "conflict") this.observed(roomId, outcome.current);
         else logger.debug({ room_id: roomId, refusal: outcome.code }, "did not claim the room");
         return;

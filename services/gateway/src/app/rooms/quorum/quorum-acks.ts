@@ -22,8 +22,8 @@ export interface QuorumGate {
   admit(roomId: string, state: RoomState): void;
   /** After a commit: the room's log ends at `lastSeq`, durable here. */
   committed(roomId: string, lastSeq: number): void;
-  /** Resolves once the event at `seq` may be acknowledged; rejects with why it may not. */
-  acknowledged(roomId: string, seq: number): Promise<void>;
+  /** Resolves once the event at `seq` may be acknowledged; rejects with why it may not (`state`: the room as the append found it). */
+  acknowledged(roomId: string, seq: number, state: RoomState): Promise<void>;
 }
 
 export interface LeadParams {
@@ -167,8 +167,20 @@ export class QuorumAcks implements QuorumGate {
     this.settle(room);
   }
 
-  acknowledged(roomId: string, seq: number): Promise<void> {
+  acknowledged(roomId: string, seq: number, state: RoomState): Promise<void> {
     const room = this.leading.get(roomId);
+    if (!room && state.role === "replica") {
+      // An idempotent retry on a replica: only the authority may say the event is acknowledged.
+      return Promise.reject(
+        new HermesError(
+          "not_authority",
+          `this gateway is not the authority of room ${roomId}; send to ${state.authority.gateway_id}@${state.authority.epoch} instead`,
+          {
+            data: { authority: { ...state.authority } },
+          },
+        ),
+      );
+    }
     if (!room) return Promise.reject(notLeading(roomId, this.deps.coordinator.gatewayId));
     return new Promise<void>((resolve, reject) => {
       room.waiters.push({ seq, resolve, reject });
