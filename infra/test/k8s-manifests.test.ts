@@ -264,7 +264,8 @@ describe("Kubernetes manifests: the coordinated mesh (etcd)", () => {
     );
     expect(envOf(gatewayContainer, "HERMES_MESH_KEY")?.valueFrom.secretKeyRef).toEqual({ name: "hermes-keys", key: "mesh-key" });
     const example = docs.find((d) => d.file === "secrets.example.yaml" && d.obj.metadata && (d.obj.metadata as Obj).name === "hermes-keys");
-    expect(Object.keys((example?.obj as Obj).stringData)).toContain("mesh-key");
+    if (!example) throw new Error("secrets.example.yaml has no hermes-keys Secret");
+    expect(Object.keys((example.obj as Obj).stringData)).toContain("mesh-key");
   });
 
   it("the network policies open exactly the coordinator's paths", () => {

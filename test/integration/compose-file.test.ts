@@ -103,7 +103,8 @@ describe("infra/compose.yaml", () => {
     try {
       const test = svc.healthcheck?.test ?? [];
       expect(test[0]).toBe("CMD");
-      await eventually("the compose health check of etcd to pass", () => spawnSync("docker", ["exec", id, ...test.slice(1)]).status === 0, {
+      await eventually(() => spawnSync("docker", ["exec", id, ...test.slice(1)]).status === 0, {
+        what: "the compose health check of etcd to pass",
         timeoutMs: 20_000,
       });
     } finally {

@@ -42,7 +42,7 @@ describe("harness: etcd cluster in containers", () => {
     for (const m of majority) await m.pause();
     const alone = etcd.members.find((m) => !m.paused);
     if (!alone) throw new Error("no unpaused member");
-    await eventually("the unpaused member to lose its leader", async () => !(await alone.healthy()), { timeoutMs: 15_000 });
+    await eventually(async () => !(await alone.healthy()), { what: "the unpaused member to lose its leader", timeoutMs: 15_000 });
     expect(await etcd.hasQuorum()).toBe(false);
     for (const m of majority) await m.resume();
     await etcd.waitHealthy();

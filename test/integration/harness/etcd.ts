@@ -70,11 +70,11 @@ export class EtcdCluster {
 
   /** Waits until every running member (or the given ones) reports a leader. */
   async waitHealthy(members: EtcdNode[] = this.members.filter((m) => m.running), timeoutMs = 30_000): Promise<void> {
-    await eventually(
-      `etcd members ${members.map((m) => m.name).join(", ")} healthy`,
-      async () => (await Promise.all(members.map((m) => m.healthy()))).every(Boolean),
-      { timeoutMs, intervalMs: 200 },
-    );
+    await eventually(async () => (await Promise.all(members.map((m) => m.healthy()))).every(Boolean), {
+      what: `etcd members ${members.map((m) => m.name).join(", ")} healthy`,
+      timeoutMs,
+      intervalMs: 200,
+    });
   }
 
   /** True while some running member has a leader (i.e. the cluster has a quorum). */

@@ -144,12 +144,11 @@ export class QuorumMesh {
   /** Waits until the recorded ISR has `size` members (e.g. all three after a heal). */
   async waitIsr(roomId: string, size: number, timeoutMs = 30_000): Promise<string[]> {
     return eventually(
-      `the ISR of ${roomId} to have ${size} members`,
       async () => {
         const isr = (await this.record(roomId)).isr;
         return isr.length === size ? isr : false;
       },
-      { timeoutMs },
+      { what: `the ISR of ${roomId} to have ${size} members`, timeoutMs },
     );
   }
 
@@ -249,7 +248,6 @@ export class QuorumMesh {
    */
   async converge(roomId: string, timeoutMs = 60_000): Promise<{ authority: string; epoch: number; latestSeq: number }> {
     return eventually(
-      `every gateway to agree on ${roomId} and hold the whole log`,
       async () => {
         const record = await this.record(roomId);
         const states = await this.states(roomId);
@@ -262,7 +260,7 @@ export class QuorumMesh {
         }
         return { authority: record.gateway_id, epoch: record.epoch, latestSeq: lead.latest_seq };
       },
-      { timeoutMs, intervalMs: 500 },
+      { what: `every gateway to agree on ${roomId} and hold the whole log`, timeoutMs, intervalMs: 500 },
     );
   }
 

@@ -49,7 +49,7 @@ describe("scenario: quorum rooms fail over by themselves and lose no acknowledge
   async function writing(room: string, creator: GatewayNode, ledger: Ledger): Promise<{ writer: QuorumWriter; epoch: number }> {
     await qm.createRoom(room, creator);
     const writer = qm.writer(ledger, room, "w", { concurrency: WRITERS });
-    await eventually("sends to be acknowledged", () => acked(ledger) >= 100, { timeoutMs: 30_000 });
+    await eventually(() => acked(ledger) >= 100, { what: "sends to be acknowledged", timeoutMs: 30_000 });
     return { writer, epoch: (await qm.record(room)).epoch };
   }
 
@@ -65,7 +65,7 @@ describe("scenario: quorum rooms fail over by themselves and lose no acknowledge
     moreAcks = 50,
   ) {
     const before = acked(ledger);
-    await eventually(`${moreAcks} more acks`, () => acked(ledger) >= before + moreAcks, { timeoutMs: 60_000 });
+    await eventually(() => acked(ledger) >= before + moreAcks, { what: `${moreAcks} more acks`, timeoutMs: 60_000 });
     await writer.stop();
     await qm.restoreAll();
     const final = await qm.converge(room);
@@ -82,13 +82,10 @@ describe("scenario: quorum rooms fail over by themselves and lose no acknowledge
     const { writer, epoch } = await writing(room, authority, ledger);
     const killedAt = Date.now();
     await authority.crash();
-    await eventually(
-      "a send acknowledged at a newer epoch",
-      () => secondsToFirstAck(ledger, killedAt, { room, aboveEpoch: epoch }) !== null,
-      {
-        timeoutMs: 60_000,
-      },
-    );
+    await eventually(() => secondsToFirstAck(ledger, killedAt, { room, aboveEpoch: epoch }) !== null, {
+      what: "a send acknowledged at a newer epoch",
+      timeoutMs: 60_000,
+    });
     const record = await qm.record(room);
     expect(record.gateway_id).not.toBe("gw-a");
     expect(record.epoch).toBeGreaterThan(epoch);
@@ -107,14 +104,15 @@ describe("scenario: quorum rooms fail over by themselves and lose no acknowledge
     const { writer, epoch } = await writing(room, authority, ledger);
     const cutAt = Date.now();
     await qm.cut(authority, qm.etcd.members);
-    await eventually("a send acknowledged at a newer epoch", () => secondsToFirstAck(ledger, cutAt, { room, aboveEpoch: epoch }) !== null, {
+    await eventually(() => secondsToFirstAck(ledger, cutAt, { room, aboveEpoch: epoch }) !== null, {
+      what: "a send acknowledged at a newer epoch",
       timeoutMs: 60_000,
     });
     expect((await qm.record(room)).gateway_id).not.toBe("gw-b");
     // The cut-off authority still answers its clients, and refuses them: it has no lease.
-    await eventually("gw-b to refuse sends", () =>
-      ledger.all.some((r) => r.via === "gw-b" && r.outcome !== "acked" && r.startedAt > cutAt),
-    );
+    await eventually(() => ledger.all.some((r) => r.via === "gw-b" && r.outcome !== "acked" && r.startedAt > cutAt), {
+      what: "gw-b to refuse sends",
+    });
     const { final } = await finish(room, ledger, writer, () => ({
       failoverSeconds: secondsToFirstAck(ledger, cutAt, { room, aboveEpoch: epoch }),
     }));
@@ -128,11 +126,13 @@ describe("scenario: quorum rooms fail over by themselves and lose no acknowledge
     const { writer, epoch } = await writing(room, authority, ledger);
     const cutAt = Date.now();
     const heal = await qm.cut(authority, qm.others(authority));
-    await eventually("the ISR to shrink to the authority alone", async () => (await qm.record(room)).isr.join(",") === "gw-c", {
+    await eventually(async () => (await qm.record(room)).isr.join(",") === "gw-c", {
+      what: "the ISR to shrink to the authority alone",
       timeoutMs: 60_000,
     });
     const shrunkAt = Date.now();
-    await eventually("sends refused not_enough_replicas", () => (writer.reasons().get("not_enough_replicas") ?? 0) >= 3, {
+    await eventually(() => (writer.reasons().get("not_enough_replicas") ?? 0) >= 3, {
+      what: "sends refused not_enough_replicas",
       timeoutMs: 30_000,
     });
     const ackedDuringCut = acked(ledger);
@@ -156,18 +156,18 @@ describe("scenario: quorum rooms fail over by themselves and lose no acknowledge
     const { writer, epoch } = await writing(room, authority, ledger);
     const pausedAt = Date.now();
     await authority.pause();
-    await eventually(
-      "a send acknowledged at a newer epoch",
-      () => secondsToFirstAck(ledger, pausedAt, { room, aboveEpoch: epoch }) !== null,
-      {
-        timeoutMs: 60_000,
-      },
-    );
+    await eventually(() => secondsToFirstAck(ledger, pausedAt, { room, aboveEpoch: epoch }) !== null, {
+      what: "a send acknowledged at a newer epoch",
+      timeoutMs: 60_000,
+    });
     // The fault lasts 2 × TTL however fast the failover was.
     await new Promise((r) => setTimeout(r, Math.max(0, pausedAt + 2 * TTL_SECONDS * 1000 - Date.now())));
     const resumedAt = Date.now();
     await authority.resume();
-    await eventually("gw-a to demote itself", async () => (await qm.rooms("gw-a").state(room)).role === "replica", { timeoutMs: 30_000 });
+    await eventually(async () => (await qm.rooms("gw-a").state(room)).role === "replica", {
+      what: "gw-a to demote itself",
+      timeoutMs: 30_000,
+    });
     // A send made to gw-a after it resumed is never acknowledged by it: its lease ran out while it was frozen.
     expect(ledger.all.filter((r) => r.via === "gw-a" && r.outcome === "acked" && r.startedAt > resumedAt)).toEqual([]);
     await finish(room, ledger, writer, () => ({ failoverSeconds: secondsToFirstAck(ledger, pausedAt, { room, aboveEpoch: epoch }) }));
@@ -182,13 +182,10 @@ describe("scenario: quorum rooms fail over by themselves and lose no acknowledge
     for (const m of majority) await m.crash();
     // Every lease runs out by its holder's clock within one TTL; from then on nothing is acknowledged.
     const fencedBy = lostAt + TTL_SECONDS * 1000;
-    await eventually(
-      "sends refused after the leases ran out",
-      () => ledger.all.some((r) => r.outcome !== "acked" && r.startedAt > fencedBy + 1_000),
-      {
-        timeoutMs: 30_000,
-      },
-    );
+    await eventually(() => ledger.all.some((r) => r.outcome !== "acked" && r.startedAt > fencedBy + 1_000), {
+      what: "sends refused after the leases ran out",
+      timeoutMs: 30_000,
+    });
     const backAt = Date.now();
     await Promise.all(majority.map((m) => m.restart()));
     await qm.etcd.waitHealthy();
@@ -196,7 +193,7 @@ describe("scenario: quorum rooms fail over by themselves and lose no acknowledge
     const whileGone = ledger.all.filter((r) => r.startedAt > fencedBy + 500 && (r.settledAt ?? Number.POSITIVE_INFINITY) < backAt);
     expect(whileGone.length).toBeGreaterThan(0);
     expect(whileGone.filter((r) => r.outcome === "acked")).toEqual([]);
-    await eventually("sends acknowledged again", () => secondsToFirstAck(ledger, backAt, { room }) !== null, { timeoutMs: 60_000 });
+    await eventually(() => secondsToFirstAck(ledger, backAt, { room }) !== null, { what: "sends acknowledged again", timeoutMs: 60_000 });
     const { final } = await finish(room, ledger, writer, (end) =>
       end.epoch > epoch
         ? { failoverSeconds: secondsToFirstAck(ledger, backAt, { room }) }
