@@ -2,7 +2,7 @@ import { RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import { Etcd3 } from "etcd3";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { type EtcdMember, startEtcd } from "../../../test/support/etcd.js";
-import { eventually } from "./support/delivery-fixtures.js";
+import { eventually } from "../../../test/support/eventually.js";
 import { call, startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 import { freshPrefix, MEMBERS, type MeshConfig, startQuorumGateway } from "./support/quorum-fixtures.js";
 import { expectRefusal } from "./support/rooms-fixtures.js";
@@ -68,7 +68,7 @@ describe("quorum acknowledgement", () => {
     await a.gateway.rooms.create({ room_id: ROOM, name: "Quorum", members: MEMBERS, replication: quorum(["gw-b", "gw-c"]) });
     // Only the creator is in sync at first: nothing can be acknowledged yet.
     await expect(send(a, "early")).rejects.toMatchObject({ reason: "not_enough_replicas", data: { min_insync: 2 } });
-    await eventually(() => expect(isrOf(a)).toEqual(["gw-a", "gw-b", "gw-c"]), 15_000);
+    await eventually(() => expect(isrOf(a)).toEqual(["gw-a", "gw-b", "gw-c"]));
 
     // Acknowledged = on every ISR member's disk at the moment the answer comes.
     const first = await send(a, "m1").then((r) => ({ seq: r.event.seq, b: holds(b, r.event.seq), c: holds(c, r.event.seq) }));
@@ -99,7 +99,7 @@ describe("quorum acknowledgement", () => {
     // acknowledged send; sends are accepted again, and the retry of m3 (in the log, never
     // acknowledged) is acknowledged now, at its seq.
     await b.gateway.rooms.replicate({ room_id: ROOM, from: { url: "unused" } });
-    await eventually(() => expect(isrOf(a)).toEqual(["gw-a", "gw-b"]), 15_000);
+    await eventually(() => expect(isrOf(a)).toEqual(["gw-a", "gw-b"]));
     const retried = await send(a, "m3");
     expect(retried).toMatchObject({ idempotent: true, event: { seq: 4 } });
     expect(holds(b, 4)).toBe(true);
@@ -116,7 +116,7 @@ describe("quorum acknowledgement", () => {
     await a.gateway.rooms.create({ room_id: ROOM, name: "Missing", members: MEMBERS, replication: quorum(["gw-b", "gw-x"], 3) });
     const state = a.gateway.rooms.state(ROOM).replication;
     expect(state).toMatchObject({ mode: "quorum", replicas: ["gw-a", "gw-b", "gw-x"], min_insync: 3, missing: ["gw-x"] });
-    await eventually(() => expect(isrOf(a)).toEqual(["gw-a", "gw-b"]), 15_000);
+    await eventually(() => expect(isrOf(a)).toEqual(["gw-a", "gw-b"]));
     await expect(send(a, "m1")).rejects.toMatchObject({ reason: "not_enough_replicas", data: { isr_size: 2, min_insync: 3 } });
   }, 60_000);
 });
@@ -143,7 +143,7 @@ describe("create, state and promote through the method table", () => {
       });
       expect(s.replication?.lease).toMatchObject({ holder: "gw-a" });
       expect(s.replication!.lease!.expires_in_ms).toBeGreaterThan(0);
-    }, 15_000);
+    });
     const rpc = await RpcClient.connect(b.gateway.httpAddress);
     try {
       await rpc.call("groups.create", { room_id: "q2", name: "Over JSON-RPC", members: MEMBERS, replication: quorum(["gw-a"], 1) });
@@ -192,7 +192,7 @@ describe("operator moves through the coordinator", () => {
     const { config, gws } = await mesh(["gw-a", "gw-b", "gw-c"]);
     const [a, b, c] = gws as [TestGateway, TestGateway, TestGateway];
     await a.gateway.rooms.create({ room_id: ROOM, name: "Move", members: MEMBERS, replication: quorum(["gw-b", "gw-c"]) });
-    await eventually(() => expect(isrOf(a)).toEqual(["gw-a", "gw-b", "gw-c"]), 15_000);
+    await eventually(() => expect(isrOf(a)).toEqual(["gw-a", "gw-b", "gw-c"]));
     await send(a, "m1");
     await expect(b.gateway.rooms.promote({ room_id: ROOM, confirm: true })).rejects.toMatchObject({ reason: "authority_conflict" });
 
@@ -206,7 +206,7 @@ describe("operator moves through the coordinator", () => {
       role: "replica",
       demoted: { previous_gateway_id: "gw-a", authority_epoch: 2 },
     });
-    await eventually(() => expect(isrOf(leader).length).toBe(3), 15_000);
+    await eventually(() => expect(isrOf(leader).length).toBe(3));
     const after = await send(leader, "m2");
     expect(after.event).toMatchObject({ epoch: 2 });
     expect(holds(a, after.event.seq) && holds(other, after.event.seq)).toBe(true);
@@ -226,7 +226,7 @@ describe("operator moves through the coordinator", () => {
     await raw.put(`${config.prefix}/rooms/${ROOM}/authority`).value("{not a record");
     await expect(send(leader, "m3")).rejects.toMatchObject({ reason: "lease_lost" });
     await raw.put(`${config.prefix}/rooms/${ROOM}/authority`).value(current);
-    await eventually(() => expect(send(leader, "m3")).resolves.toMatchObject({ accepted: true }), 15_000);
+    await eventually(() => expect(send(leader, "m3")).resolves.toMatchObject({ accepted: true }));
     expect([a, b, c].map((g) => g.gateway.rooms.state(ROOM).room.authority_epoch)).toEqual([2, 2, 2]);
 
     // The other replica stops following and leaves the ISR; after the leader is gone (graceful stop:
@@ -239,7 +239,7 @@ describe("operator moves through the coordinator", () => {
     await expect(other.gateway.rooms.promote({ room_id: ROOM, confirm: true })).rejects.toMatchObject({ reason: "authority_conflict" });
     await leader.stop();
     started.splice(started.indexOf(leader), 1);
-    await eventually(() => expect(a.gateway.rooms.state(ROOM).room).toMatchObject({ role: "authority", authority_epoch: 3 }), 15_000);
+    await eventually(() => expect(a.gateway.rooms.state(ROOM).room).toMatchObject({ role: "authority", authority_epoch: 3 }));
     await expect(other.gateway.rooms.promote({ room_id: ROOM, confirm: true })).rejects.toMatchObject({ reason: "authority_conflict" });
     await a.stop();
     started.splice(started.indexOf(a), 1);
@@ -255,7 +255,7 @@ describe("the lease lives on the monotonic clock", () => {
     const { gws } = await mesh(["gw-a", "gw-b"]);
     const [a, b] = gws as [TestGateway, TestGateway];
     await a.gateway.rooms.create({ room_id: ROOM, name: "Clock", members: MEMBERS, replication: quorum(["gw-b"]) });
-    await eventually(() => expect(isrOf(a)).toEqual(["gw-a", "gw-b"]), 15_000);
+    await eventually(() => expect(isrOf(a)).toEqual(["gw-a", "gw-b"]));
     const realNow = Date.now();
     for (const jump of [365 * 86_400_000, -365 * 86_400_000]) {
       vi.spyOn(Date, "now").mockReturnValue(realNow + jump);
@@ -278,6 +278,6 @@ describe("metrics", () => {
       expect(text).toMatch(/^hermes_room_isr_size\{[^}]*\} 2$/m);
       expect(text).toMatch(/^hermes_room_failovers_total\{[^}]*\} 0$/m);
       expect(text).toMatch(/^hermes_coordinator_lease_renew_seconds_count\{[^}]*\} [1-9]/m);
-    }, 15_000);
+    });
   }, 60_000);
 });
