@@ -9,7 +9,7 @@ import { expectRefusal } from "./support/rooms-fixtures.js";
 import { RpcClient } from "./support/rpc-client.js";
 
 /**
- * Quorum rooms with a real etcd and three real gateways in this process (lease TTL 2 s, max_lag
+ * Quorum rooms with a real etcd and three real gateways in this process (lease TTL 4 s, max_lag
  * 1 s): acknowledgement over the in-sync replicas, the ISR shrinking and growing, refusals,
  * hand-edited records, the planned move through the coordinator, a wall-clock jump. Kills and
  * pauses of whole processes are in quorum-failover.test.ts.
@@ -37,7 +37,7 @@ afterEach(async () => {
 async function mesh(ids: string[]): Promise<{ config: MeshConfig; gws: TestGateway[] }> {
   const config = { endpoint: etcd.endpoint, prefix: freshPrefix() };
   const gws: TestGateway[] = [];
-  // One at a time: three starts at once keep this process's event loop busier than a lease of 2 s allows.
+  // One at a time: three starts at once keep this process's event loop busier than a short lease allows.
   for (const id of ids) {
     const gw = await startQuorumGateway(id, config);
     started.push(gw);

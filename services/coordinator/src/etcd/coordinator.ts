@@ -132,7 +132,8 @@ export class Coordinator {
           const detail = err instanceof Error ? err.message : String(err);
           throw new HermesError(
             "coordinator_unavailable",
-            `cannot reach the coordinator (etcd at ${options.endpoints.join(", ")}) within ${connectTimeoutMs} ms: ${detail}. ` +
+            // The detail in parentheses: a transport's wording (grpc-js's "Resolution note: …") ends at the parenthesis, never eating the advice.
+            `cannot reach the coordinator (etcd at ${options.endpoints.join(", ")}) within ${connectTimeoutMs} ms (${detail}). ` +
               "Start etcd (Debian package etcd-server), or fix coordinator.etcd.endpoints (HERMES_COORDINATOR), or remove the coordinator setting to run without one.",
             { data: { endpoints: [...options.endpoints] }, cause: err },
           );
@@ -146,10 +147,20 @@ export class Coordinator {
     return this.lease.status();
   }
 
-  /** The lease id, when the lease is valid by this process's clock; else `lease_lost`. */
+  /**
+   * The lease id, when the lease is valid by this process's clock; else `coordinator_unavailable`
+   * when etcd did not answer the last renewal (what to fix is etcd), or `lease_lost`.
+   */
   requireLease(): string {
     const status = this.lease.status();
     if (status.phase !== "valid" || status.leaseId === null) {
+      if (!this.lease.etcdAnswering()) {
+        throw new HermesError(
+          "coordinator_unavailable",
+          `gateway ${this.gatewayId} cannot reach the coordinator (etcd at ${this.endpoints.join(", ")}) and its lease is past its safe deadline; it acts on nothing that needs the coordinator until etcd answers again`,
+          { data: { endpoints: [...this.endpoints], lease: status.phase } },
+        );
+      }
       throw new HermesError(
         "lease_lost",
         `gateway ${this.gatewayId} holds no valid coordinator lease (${status.phase}); it acts on nothing until it has one`,

@@ -23,6 +23,8 @@ export class LeaseKeeper {
   private readonly listeners = new Set<(change: LeaseChange) => void>();
   private stopped = false;
   private attempt: Promise<void> | null = null;
+  /** The last grant or keep-alive got no answer from etcd (unreachable, or no majority). */
+  private unanswered = false;
 
   constructor(
     private readonly client: Etcd3,
@@ -36,6 +38,11 @@ export class LeaseKeeper {
 
   status(): LeaseStatus {
     return this.clock.status();
+  }
+
+  /** Whether etcd answered the last renewal attempt (a lease lost for want of an answer is an unreachable coordinator). */
+  etcdAnswering(): boolean {
+    return !this.unanswered;
   }
 
   onChange(listener: (change: LeaseChange) => void): () => void {
@@ -102,7 +109,9 @@ export class LeaseKeeper {
         if (ttl > 0) this.clock.granted(ticket, ticket.leaseId, ttl);
         else this.clock.gone(ticket.leaseId);
       }
+      this.unanswered = false;
     } catch {
+      this.unanswered = true;
       this.clock.failed(ticket);
     }
   }

@@ -99,6 +99,8 @@ export class CoordinatedRooms implements RoomCoordination {
   private readonly gateways = new Map<string, RegisteredGateway>();
   private readonly paused = new Set<string>();
   private readonly released = new Set<string>();
+  /** Rooms an operator's promote is claiming right now. */
+  private readonly claiming = new Set<string>();
   /** What each followed room's follower was started for (`holder@epoch url`). */
   private readonly following = new Map<string, string>();
   /** etcd's TTL of other gateways' leases, as last asked. */
@@ -186,21 +188,30 @@ export class CoordinatedRooms implements RoomCoordination {
     const { coordinator, log } = this.deps;
     const stored = log.store.room(roomId);
     if (!stored) throw notFound(roomId);
-    const outcome = await coordinator.claimAuthority(roomId, {
-      mode: input.unclean ? "promote_unclean" : "promote",
-      localMaxEpoch: log.store.maxDurableEpoch(),
-      known: this.known(roomId, stored.state),
-      policy: stored.replication ?? undefined,
-    });
-    if (outcome.kind === "conflict") {
-      this.observed(roomId, outcome.current);
-      throw new HermesError(
-        "refused",
-        `the authority record of room ${roomId} changed while claiming it; look at hermes groups state ${roomId} and retry`,
-      );
+    // The room's course is not set meanwhile: the watch reports the claimed record before the claim
+    // returns, and taking the room over from there too would take it twice.
+    this.claiming.add(roomId);
+    try {
+      await this.running.get(roomId);
+      const outcome = await coordinator.claimAuthority(roomId, {
+        mode: input.unclean ? "promote_unclean" : "promote",
+        localMaxEpoch: log.store.maxDurableEpoch(),
+        known: this.known(roomId, stored.state),
+        policy: stored.replication ?? undefined,
+      });
+      if (outcome.kind === "conflict") {
+        this.observed(roomId, outcome.current);
+        throw new HermesError(
+          "refused",
+          `the authority record of room ${roomId} changed while claiming it; look at hermes groups state ${roomId} and retry`,
+        );
+      }
+      if (outcome.kind === "refuse") throw coordinatorRefusal(outcome);
+      return this.takeOver(roomId, outcome.record, outcome.modRevision, input.reason);
+    } finally {
+      this.claiming.delete(roomId);
+      this.reconcile(roomId);
     }
-    if (outcome.kind === "refuse") throw coordinatorRefusal(outcome);
-    return this.takeOver(roomId, outcome.record, outcome.modRevision, input.reason);
   }
 
   async demote(roomId: string): Promise<DemoteResult> {
@@ -423,7 +434,7 @@ export class CoordinatedRooms implements RoomCoordination {
 
   private async setCourse(roomId: string): Promise<void> {
     const entry = this.records.get(roomId);
-    if (!entry || this.refused.has(roomId)) return;
+    if (!entry || this.refused.has(roomId) || this.claiming.has(roomId)) return;
     const { coordinator, log, acks, logger } = this.deps;
     const { record, modRevision } = entry;
     const state = log.store.state(roomId);
