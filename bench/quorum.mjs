@@ -29,6 +29,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { startEtcd } from "./lib/etcd.mjs";
 import { ensureNatsServer } from "./lib/nats.mjs";
+import { intOption } from "./lib/options.mjs";
 import { runPhase, startGateway } from "./lib/processes.mjs";
 import { fmt, machine, median, percentile, header as printHeader, line as printLine } from "./lib/report.mjs";
 
@@ -52,14 +53,7 @@ const { values: opts } = parseArgs({
     json: { type: "boolean", default: false },
   },
 });
-const int = (name, min = 1) => {
-  const n = Number(opts[name]);
-  if (!Number.isInteger(n) || n < min) {
-    process.stderr.write(`--${name} must be an integer ≥ ${min} (got ${opts[name]})\n`);
-    process.exit(2);
-  }
-  return n;
-};
+const int = (name, min = 1) => intOption(opts, name, min);
 const SAMPLES = int("samples");
 const SENDS = int("sends");
 const WINDOW = int("window");

@@ -25,6 +25,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { ensureNatsServer } from "./lib/nats.mjs";
+import { intOption } from "./lib/options.mjs";
 import { histogramTotals, runPhase, startGateway, startPhase } from "./lib/processes.mjs";
 import { fmt, machine, median, header as printHeader, line as printLine } from "./lib/report.mjs";
 
@@ -56,14 +57,7 @@ const { values: opts } = parseArgs({
   },
 });
 
-const int = (name, min = 1) => {
-  const n = Number(opts[name]);
-  if (!Number.isInteger(n) || n < min) {
-    process.stderr.write(`--${name} must be an integer ≥ ${min} (got ${opts[name]})\n`);
-    process.exit(2);
-  }
-  return n;
-};
+const int = (name, min = 1) => intOption(opts, name, min);
 const SAMPLES = int("samples");
 const SENDS = int("sends");
 const WINDOW = int("window");
