@@ -77,12 +77,13 @@ async function mesh(endpoint: string, options: { maxLagSeconds?: number } = {}):
 
 /** What clients were told. */
 class Ledger {
-  readonly acked = new Map<string, { seq: number; epoch: number; by: string }>();
+  /** `by`: the gateway that answered; `idempotent`: a retry answered with the event already in its log (written in an earlier epoch, maybe by another gateway). */
+  readonly acked = new Map<string, { seq: number; epoch: number; by: string; idempotent: boolean }>();
   readonly refusals = new Map<string, number>();
   attempts = 0;
 
   ack(eventId: string, reply: SendReply, by: string): void {
-    this.acked.set(eventId, { seq: Number(reply.event!.seq), epoch: Number(reply.event!.epoch), by });
+    this.acked.set(eventId, { seq: Number(reply.event!.seq), epoch: Number(reply.event!.epoch), by, idempotent: reply.idempotent });
   }
 
   refused(err: unknown): string {
@@ -91,10 +92,11 @@ class Ledger {
     return reason;
   }
 
-  /** The gateways that acknowledged in each epoch. */
+  /** The gateways that acknowledged a send they wrote, in each epoch. */
   ackersByEpoch(): Record<number, string[]> {
     const by = new Map<number, Set<string>>();
-    for (const { epoch, by: gw } of this.acked.values()) by.set(epoch, new Set([...(by.get(epoch) ?? []), gw]));
+    for (const { epoch, by: gw, idempotent } of this.acked.values())
+      if (!idempotent) by.set(epoch, new Set([...(by.get(epoch) ?? []), gw]));
     return Object.fromEntries([...by].map(([epoch, gws]) => [epoch, [...gws].sort()]));
   }
 
@@ -300,7 +302,10 @@ describe("etcd gone", () => {
       const gws = await mesh(own.endpoint);
       const [a, b, c] = gws as [MeshProcess, MeshProcess, MeshProcess];
       const ledger = new Ledger();
-      for (const id of ["m1", "m2", "m3"]) ledger.ack(id, await sendTo(a, ROOM, id), "gw-a");
+      for (const id of ["m1", "m2", "m3"]) {
+        ledger.attempts += 1;
+        ledger.ack(id, await sendTo(a, ROOM, id), "gw-a");
+      }
 
       await own.kill9();
       // Sends while the lease is still valid may be acknowledged (the ISR stands); then refused.
