@@ -17,6 +17,7 @@ import {
 } from "@hermes/common";
 import { type GatewaySettings, resolveGatewayListen, resolveGatewaySettings, type SettingsOverrides } from "../app/config.js";
 import { LiveRouting } from "../app/sessions.js";
+import type { SingletonCoordinator } from "../platforms/telegram/poller.js";
 import { getMeta, openGatewayDb, ProfileDatabases, setMeta } from "../store/gateway-store.js";
 import { HermesHome } from "../store/home.js";
 
@@ -28,6 +29,8 @@ export interface GatewayOptions {
   env?: NodeJS.ProcessEnv;
   /** How listen addresses given as names are resolved (tests inject one). */
   resolver?: HostResolver;
+  /** A mesh coordinator's singletons (one Telegram poller per bot token); without them Telegram's 409 is the guard. */
+  singletons?: SingletonCoordinator;
 }
 
 /** The first phase of a start: settings, the root database and what is keyed by the gateway's identity. */
@@ -45,6 +48,7 @@ export interface Foundation {
   startWarnings: string[];
   profileDbs: ProfileDatabases;
   routing: LiveRouting;
+  singletons: SingletonCoordinator | undefined;
 }
 
 const GATEWAY_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -93,5 +97,19 @@ export async function openFoundation(options: GatewayOptions, cleanup: Cleanup):
   const profileDbs = new ProfileDatabases(home, db, settings.dbBusyTimeoutMs);
   cleanup.push(() => profileDbs.closeAll());
   const routing = new LiveRouting(db, logger);
-  return { home, settings, listen, env, clock, db, id, logger, metrics, startWarnings, profileDbs, routing };
+  return {
+    home,
+    settings,
+    listen,
+    env,
+    clock,
+    db,
+    id,
+    logger,
+    metrics,
+    startWarnings,
+    profileDbs,
+    routing,
+    singletons: options.singletons,
+  };
 }

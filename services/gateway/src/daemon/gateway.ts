@@ -10,6 +10,7 @@ import type { RelayLink } from "../app/relay/relay-link.js";
 import type { DiscussionDriver } from "../app/rooms/discussion-driver.js";
 import type { RoomsService } from "../app/rooms/rooms-service.js";
 import type { LiveRouting, SessionService } from "../app/sessions.js";
+import type { TelegramBot } from "../app/telegram/telegram-bot.js";
 import type { RoutingIndex } from "../core/identity/routing-index.js";
 import { type ProfileDatabases, writeHeartbeats } from "../store/gateway-store.js";
 import type { HermesHome } from "../store/home.js";
@@ -50,6 +51,8 @@ export class Gateway {
   readonly discussions: DiscussionDriver;
   /** The dial-out link to the relay, when relay.url is configured. */
   readonly relay: RelayLink | undefined;
+  /** The Telegram bot, when platforms.telegram is enabled. */
+  readonly telegram: TelegramBot | undefined;
   /** What the operator should fix, logged at start (`gateway start` also prints them on stderr). */
   readonly startWarnings: string[];
   private readonly liveRouting: LiveRouting;
@@ -81,6 +84,7 @@ export class Gateway {
     this.rooms = s.rooms;
     this.discussions = s.discussions;
     this.relay = s.relay;
+    this.telegram = s.telegram;
   }
 
   static start(options: GatewayOptions): Promise<Gateway> {
@@ -95,7 +99,8 @@ export class Gateway {
   /**
    * Start-up, once the servers listen: interrupted chat turns are marked failed, peer runs and
    * deliveries recovered, followed rooms resumed, the driver closes turns left open, the relay link
-   * dials, heartbeats are written, and only then is the gateway ready.
+   * dials, the Telegram bot finishes its inbox and polls, heartbeats are written, and only then is
+   * the gateway ready.
    */
   private run(): this {
     this.timers.push(setInterval(() => this.liveRouting.flush(), this.settings.routingPersistMs).unref());
@@ -106,6 +111,7 @@ export class Gateway {
     this.rooms.start();
     this.discussions.start();
     this.relay?.start();
+    this.telegram?.start();
     this.writeHeartbeats("running");
     this.servers.health.setAll(ServingStatus.SERVING);
     this.state.ready = true;
@@ -156,6 +162,8 @@ export class Gateway {
       this.deliveries.beginStop();
       // Peer runs too: waiting dm callers are answered; queued runs stay queued, running ones end interrupted.
       this.peerRuns.beginStop();
+      // No new Telegram updates: the poller tells Telegram the final offset and releases the bot's singleton.
+      const telegramStopping = this.telegram?.beginStop();
       const roomsStopping = this.rooms.beginStop();
       // Running member turns get the grace period; their ends are logged while appends still work.
       const discussionsStopping = this.discussions.stop(grace);
@@ -169,6 +177,9 @@ export class Gateway {
       await discussionsStopping;
       await this.rooms.stop();
       await this.chat.stop(grace);
+      // Answers of the turns that finished go out; queued Telegram updates stay in the inbox for the next start.
+      await telegramStopping;
+      await this.telegram?.stop(grace);
       await this.deliveries.stop();
       this.liveRouting.persistAll();
       this.writeHeartbeats("stopped");

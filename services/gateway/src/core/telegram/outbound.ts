@@ -167,6 +167,9 @@ const FAILURE_SENTENCES: Record<string, string> = {
   delivery_timeout: "Answering took too long and was stopped; try again.",
   queued_expired: "The message waited too long to be answered; try again.",
   payload_too_large: "The message is too long for the bot; please shorten it.",
+  not_found: "The profile this bot answers as does not exist; its operator has to fix platforms.telegram.profile.",
+  profile_deleted: "The profile this bot answers as was deleted; its operator has to fix platforms.telegram.profile.",
+  refused: "The bot's profile is being migrated and cannot answer right now; try again later.",
 };
 
 /**
@@ -178,6 +181,14 @@ export function failureReply(reason: string): string {
   const known = /^[a-z_]{1,64}$/.test(reason) ? reason : "unknown";
   const sentence = Object.hasOwn(FAILURE_SENTENCES, known) ? FAILURE_SENTENCES[known] : "Something went wrong while answering; try again.";
   return `[reason: ${known}] ${sentence}`;
+}
+
+/**
+ * The answer to a message whose turn was under way when the gateway stopped without finishing it
+ * (a crash): the turn is not run again, since it may have done part of its work already.
+ */
+export function interruptedReply(): string {
+  return "[reason: runtime_offline] The bot restarted while answering this message; please send it again.";
 }
 
 /** The typing indicator for `chat` (and its topic). */

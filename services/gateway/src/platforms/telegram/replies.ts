@@ -13,6 +13,12 @@ export interface SendReport {
   failure?: ApiFailure | undefined;
 }
 
+export interface SendProgress {
+  /** Messages of the split already sent. */
+  from?: number | undefined;
+  onSent?: ((sent: number) => void) | undefined;
+}
+
 export interface TelegramReplierOptions {
   logger: Pick<Logger, "info" | "warn" | "error">;
   random?: () => number;
@@ -39,10 +45,14 @@ export class TelegramReplier {
     this.wait = options.sleep ?? sleep;
   }
 
-  async send(chat: TelegramChat, reply: string, signal?: AbortSignal): Promise<SendReport> {
+  /**
+   * Sends `reply` into `chat`. `progress.from` skips the messages of the split that were sent
+   * already (a reply resumed after a restart); `progress.onSent` hears each message accepted.
+   */
+  async send(chat: TelegramChat, reply: string, signal?: AbortSignal, progress: SendProgress = {}): Promise<SendReport> {
     const messages = planReply(chat, reply);
-    let sent = 0;
-    for (const message of messages) {
+    let sent = Math.min(progress.from ?? 0, messages.length);
+    for (const message of messages.slice(sent)) {
       const failure = await this.sendOne(message, signal);
       if (failure) {
         this.counters.send_failures[failure.kind] = (this.counters.send_failures[failure.kind] ?? 0) + 1;
@@ -54,6 +64,7 @@ export class TelegramReplier {
       }
       sent += 1;
       this.counters.messages_sent += 1;
+      progress.onSent?.(sent);
     }
     return { sent, planned: messages.length };
   }
