@@ -203,9 +203,11 @@ export class TelegramBot implements TelegramWorkHandler {
       const e = toHermesError(err);
       // Queued when the gateway began to stop: it stays queued and runs at the next start.
       if (this.stopping && !started && e.reason === "runtime_offline") return;
-      this.turnErrors[e.reason] = (this.turnErrors[e.reason] ?? 0) + 1;
-      this.logger.warn({ err: e, update_id: work.update_id, chat_id: work.chat.id }, `a telegram turn failed: ${e.reason}`);
-      text = failureReply(e.reason);
+      // Running when the stop's grace ran out: the turn engine cancelled it.
+      const reason = this.stopping && e.data["cancelled"] === true ? "runtime_offline" : e.reason;
+      this.turnErrors[reason] = (this.turnErrors[reason] ?? 0) + 1;
+      this.logger.warn({ err: e, update_id: work.update_id, chat_id: work.chat.id }, `a telegram turn failed: ${reason}`);
+      text = failureReply(reason);
     } finally {
       stopTyping?.();
     }
