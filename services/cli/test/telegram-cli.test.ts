@@ -1,0 +1,189 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { FakeTelegram } from "../../../test/support/fake-telegram.js";
+import { eventually } from "../../gateway/test/support/delivery-fixtures.js";
+import { type FakeOpenAIServer, startFakeOpenAIServer } from "../../gateway/test/support/fake-openai-server.js";
+import { providerCalls, sentTo, telegramHome, waitForSentTo } from "../../gateway/test/support/telegram-fixtures.js";
+import { assertBuilt, type GatewayProcess, hermes, removeHome, startGatewayProcess } from "./support/cli-harness.js";
+
+/**
+ * Telegram with gateways as real processes (`hermes gateway start`): the token's rules at start,
+ * `hermes platforms status` and `gateway status`, a kill -9 in the middle of a turn, and two
+ * gateways polling one bot token without a coordinator.
+ */
+
+let telegram: FakeTelegram;
+let provider: FakeOpenAIServer;
+const homes: string[] = [];
+const processes: GatewayProcess[] = [];
+
+beforeEach(async () => {
+  assertBuilt();
+  telegram = await FakeTelegram.start();
+  provider = await startFakeOpenAIServer();
+});
+afterEach(async () => {
+  await Promise.all(processes.splice(0).map((p) => p.stop()));
+  await telegram.close();
+  await provider.close();
+  for (const home of homes.splice(0)) removeHome(home);
+});
+
+function home(options: Parameters<typeof telegramHome>[2] = {}): string {
+  const h = telegramHome(telegram, provider, options);
+  homes.push(h);
+  return h;
+}
+
+async function start(h: string): Promise<GatewayProcess> {
+  const p = await startGatewayProcess(h, { HERMES_LOG_LEVEL: "warn" });
+  processes.push(p);
+  return p;
+}
+
+interface PlatformJson {
+  platform: string;
+  state: string;
+  detail: string;
+  bot: string;
+  profile: string;
+  updates_received: number;
+  replies_sent: number;
+  turns: number;
+  chats: number;
+  errors: Record<string, number>;
+}
+
+async function platforms(h: string): Promise<PlatformJson[]> {
+  const r = await hermes(["--json", "platforms", "status"], { home: h });
+  expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  return (JSON.parse(r.stdout) as { platforms: PlatformJson[] }).platforms;
+}
+
+async function telegramState(h: string): Promise<PlatformJson> {
+  return (await platforms(h)).find((p) => p.platform === "telegram")!;
+}
+
+describe("the bot token at start", () => {
+  it("enabled without a token: the start fails naming the variable", async () => {
+    const r = await hermes(["gateway", "start", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"], { home: home({ token: null }) });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain("platforms.telegram is enabled but TELEGRAM_BOT_TOKEN is not set");
+    expect(r.stderr).toContain("HERMES_HOME/.env");
+  });
+
+  it("a malformed token is refused without being shown; a token in config.yaml is refused whatever it is", async () => {
+    const secret = "12345:tooShortButSecret";
+    const bad = await hermes(["gateway", "start", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"], { home: home({ token: secret }) });
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain("TELEGRAM_BOT_TOKEN does not look like a bot token");
+    expect(bad.stdout + bad.stderr).not.toContain("tooShortButSecret");
+
+    const inFile = home({ telegram: { token: telegram.bot.token } });
+    const r = await hermes(["gateway", "start", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"], { home: inFile });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("the bot token is never written in config.yaml");
+    expect(r.stdout + r.stderr).not.toContain(telegram.bot.token.split(":")[1]!);
+  });
+
+  it("an enabled bot without allowed_chats or allow_all is a config error naming the key", async () => {
+    const r = await hermes(["gateway", "start", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"], {
+      home: home({ telegram: { allowed_chats: [] } }),
+    });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("platforms.telegram.allowed_chats");
+  });
+});
+
+describe("a gateway process with a Telegram bot", () => {
+  it("answers a private chat; platforms status and gateway status show the bot polling; the log never holds the token", async () => {
+    const h = home();
+    const gw = await start(h);
+    telegram.privateMessage("hello from a process");
+    expect((await waitForSentTo(telegram, 1, 42))[0]!.text).toBe("echo(small-model): hello from a process");
+
+    await eventually(async () =>
+      expect(await telegramState(h)).toMatchObject({
+        state: "polling",
+        bot: "@hermes_test_bot",
+        profile: "default",
+        updates_received: 1,
+        turns: 1,
+        replies_sent: 1,
+        chats: 1,
+      }),
+    );
+    expect((await platforms(h)).find((p) => p.platform === "api")).toMatchObject({ state: "off" });
+    const human = await hermes(["platforms", "status"], { home: h });
+    expect(human.stdout).toContain("telegram: polling (@hermes_test_bot, profile default)");
+    expect(human.stdout).toMatch(/updates received\s+1/);
+    const status = await hermes(["gateway", "status"], { home: h });
+    expect(status.stdout).toMatch(/telegram\s+polling \(@hermes_test_bot, profile default\)/);
+
+    await gw.stop();
+    const { stdout, stderr } = gw.output();
+    expect(stdout + stderr).not.toContain(telegram.bot.token.split(":")[1]!);
+  });
+
+  it("kill -9 in the middle of a turn: after the restart the chat is told once, the queued message is answered, nothing runs twice", async () => {
+    const h = home();
+    const gw = await start(h);
+    provider.failNext("hang");
+    telegram.privateMessage("held when the process dies");
+    telegram.privateMessage("queued behind it");
+    await eventually(() => expect(provider.chatRequests()).toHaveLength(1));
+    await telegram.waitFor(() => telegram.pending().length === 0, 10_000, "both updates to be handed over");
+    await gw.kill9();
+    processes.splice(processes.indexOf(gw), 1);
+    expect(sentTo(telegram, 42)).toEqual([]);
+
+    await start(h);
+    const sent = await waitForSentTo(telegram, 2, 42);
+    expect(sent.map((m) => m.text)).toEqual([
+      "[reason: runtime_offline] The bot restarted while answering this message; please send it again.",
+      "echo(small-model): queued behind it",
+    ]);
+    telegram.privateMessage("and after");
+    expect((await waitForSentTo(telegram, 3, 42)).at(-1)!.text).toBe("echo(small-model): and after");
+    expect(providerCalls(provider).map((c) => c.user)).toEqual(["held when the process dies", "queued behind it", "and after"]);
+    expect(sentTo(telegram, 42)).toHaveLength(3);
+  });
+
+  it("two gateways, one token, no coordinator: the second reports the conflict and backs off; it takes over when the first stops", async () => {
+    const a = await start(home());
+    await telegram.waitFor(() => telegram.polls().some((p) => p.outcome === undefined), 10_000, "the first gateway to poll");
+    const hb = home();
+    const b = await start(hb);
+    await eventually(async () =>
+      expect(await telegramState(hb)).toMatchObject({ state: "conflict", detail: "another process polls this bot token" }),
+    );
+    const log = b.output().stdout + b.output().stderr;
+    expect(log).toContain("another process polls this bot token");
+    const gatewayStatus = await hermes(["gateway", "status"], { home: hb });
+    expect(gatewayStatus.stdout).toContain("conflict");
+
+    await a.stop();
+    telegram.privateMessage("who answers now?");
+    expect((await waitForSentTo(telegram, 1, 42, undefined, 60_000))[0]!.text).toBe("echo(small-model): who answers now?");
+    await eventually(async () => expect((await telegramState(hb)).state).toBe("polling"), 60_000);
+    expect(sentTo(telegram, 42)).toHaveLength(1);
+  });
+});
+
+describe("config", () => {
+  it("channel overrides of platforms.telegram apply on the next turn without a restart", async () => {
+    const h = home();
+    await start(h);
+    telegram.privateMessage("one");
+    await waitForSentTo(telegram, 1, 42);
+    const file = join(h, "config.yaml");
+    writeFileSync(
+      file,
+      readFileSync(file, "utf8").replace("  telegram:\n", '  telegram:\n    channel_overrides:\n      "42": {model: private-model}\n'),
+    );
+    telegram.privateMessage("two");
+    expect((await waitForSentTo(telegram, 2, 42)).at(-1)!.text).toBe("echo(private-model): two");
+  });
+});
