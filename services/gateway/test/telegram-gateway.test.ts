@@ -6,7 +6,7 @@ import { HELP_TEXT } from "../src/core/telegram/intake.js";
 import { eventually, transcript } from "./support/delivery-fixtures.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "./support/fake-openai-server.js";
 import { startTestGateway, type TestGateway } from "./support/gateway-harness.js";
-import { GROUP, providerCalls, sentTo, telegramHome, waitForSentTo } from "./support/telegram-fixtures.js";
+import { bindings, GROUP, providerCalls, sentTo, telegramHome, waitForSentTo } from "./support/telegram-fixtures.js";
 
 /**
  * The Telegram platform end to end in one gateway: the fake Bot API server and the fake
@@ -50,18 +50,6 @@ function session(key: string) {
   return t.gateway.sessions.store.byKey(key);
 }
 
-function bindings(): { profile: string; chat_id: string; topic_id: string; session_id: string; session_key: string }[] {
-  return t.gateway.db
-    .prepare("SELECT profile, chat_id, topic_id, session_id, session_key FROM telegram_topics ORDER BY session_key")
-    .all() as {
-    profile: string;
-    chat_id: string;
-    topic_id: string;
-    session_id: string;
-    session_key: string;
-  }[];
-}
-
 /** Everything queued at the fake was handed over (the offset moved past it). */
 async function drained(): Promise<void> {
   await telegram.waitFor(() => telegram.pending().length === 0, 15_000, "every update to be confirmed");
@@ -78,7 +66,7 @@ describe("telegram: chats and topics", () => {
     );
     const s = session("agent:default:telegram:private:42");
     expect(s).toMatchObject({ kind: "platform", profile_name: "default" });
-    expect(bindings()).toContainEqual({
+    expect(bindings(t)).toContainEqual({
       profile: "default",
       chat_id: "42",
       topic_id: "",
@@ -123,7 +111,7 @@ describe("telegram: chats and topics", () => {
     // The override's prompt is sent per turn and never stored.
     expect(JSON.stringify(transcript(t, "default", sessions[0]!))).not.toContain("You review code.");
     expect(
-      bindings()
+      bindings(t)
         .filter((b) => b.chat_id === String(GROUP))
         .map((b) => b.topic_id),
     ).toEqual(["", "7", "8", "9"]);

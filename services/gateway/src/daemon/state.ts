@@ -1,5 +1,5 @@
 import { DaemonState, isoTime } from "@hermes/common";
-import type { GatewayStatus, PlatformStatus } from "@hermes/proto/hermes/v1/gateway";
+import { type GatewayStatus, PlatformStatus } from "@hermes/proto/hermes/v1/gateway";
 import type { GatewayStatusSource } from "../api/grpc/gateway-service.js";
 import { peerLinks } from "../app/peers/peer-directory.js";
 import type { TelegramBotStatus } from "../app/telegram/telegram-bot.js";
@@ -42,35 +42,18 @@ export class GatewayState extends DaemonState implements GatewayStatusSource {
 
   /** The `api` platform (the HTTP route, served only with an API key) and Telegram. */
   private platforms(): PlatformStatus[] {
-    const api: PlatformStatus = {
-      ...EMPTY_PLATFORM,
+    const api = PlatformStatus.fromPartial({
       platform: "api",
       state: this.f.settings.apiKeys.length > 0 ? "on" : "off",
       detail: this.f.settings.apiKeys.length > 0 ? "" : "no API key: set API_SERVER_KEY or gateway.api_key to serve it",
-    };
+    });
     const telegram = this.services.telegram;
-    return [api, telegram ? telegramPlatformStatus(telegram.status()) : { ...EMPTY_PLATFORM, platform: "telegram", state: "disabled" }];
+    return [
+      api,
+      telegram ? telegramPlatformStatus(telegram.status()) : PlatformStatus.fromPartial({ platform: "telegram", state: "disabled" }),
+    ];
   }
 }
-
-const EMPTY_PLATFORM: PlatformStatus = {
-  platform: "",
-  state: "",
-  detail: "",
-  profile: "",
-  bot: "",
-  singleton: "",
-  updates_received: 0,
-  turns: 0,
-  commands: 0,
-  replies_sent: 0,
-  refusals: 0,
-  ignored: {},
-  errors: {},
-  chats: 0,
-  topics: 0,
-  in_progress: 0,
-};
 
 function telegramPlatformStatus(s: TelegramBotStatus): PlatformStatus {
   return {

@@ -5,6 +5,7 @@ import { stringify } from "yaml";
 import type { FakeTelegram, SentMessage } from "../../../../test/support/fake-telegram.js";
 import { writeHomeEnv } from "./delivery-fixtures.js";
 import type { FakeOpenAIServer } from "./fake-openai-server.js";
+import type { TestGateway } from "./gateway-harness.js";
 
 /** The group and forum supergroup the Telegram tests talk in (the private chat is Alice's, 42). */
 export const GROUP = -1001234567890;
@@ -82,4 +83,19 @@ export function providerCalls(provider: FakeOpenAIServer): { model: string; syst
       user: body.messages.filter((m) => m.role === "user").at(-1)?.content,
     };
   });
+}
+
+export interface BindingRow {
+  profile: string;
+  chat_id: string;
+  topic_id: string;
+  session_id: string;
+  session_key: string;
+}
+
+/** The gateway's telegram_topics rows, by chat and topic. */
+export function bindings(t: TestGateway): BindingRow[] {
+  return t.gateway.db
+    .prepare("SELECT profile, chat_id, topic_id, session_id, session_key FROM telegram_topics ORDER BY chat_id, topic_id")
+    .all() as BindingRow[];
 }
