@@ -4,8 +4,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FakeTelegram } from "../../../test/support/fake-telegram.js";
 import { eventually } from "../../gateway/test/support/delivery-fixtures.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../../gateway/test/support/fake-openai-server.js";
-import { providerCalls, sentTo, telegramHome, waitForSentTo } from "../../gateway/test/support/telegram-fixtures.js";
-import { assertBuilt, type GatewayProcess, hermes, removeHome, startGatewayProcess } from "./support/cli-harness.js";
+import { GROUP, providerCalls, sentTo, telegramHome, waitForSentTo } from "../../gateway/test/support/telegram-fixtures.js";
+import { assertBuilt, type GatewayProcess, hermes, removeHome, startGatewayProcess, withDb } from "./support/cli-harness.js";
 
 /**
  * Telegram with gateways as real processes (`hermes gateway start`): the token's rules at start,
@@ -169,6 +169,44 @@ describe("a gateway process with a Telegram bot", () => {
     expect((await waitForSentTo(telegram, 1, 42, undefined, 60_000))[0]!.text).toBe("echo(small-model): who answers now?");
     await eventually(async () => expect((await telegramState(hb)).state).toBe("polling"), 60_000);
     expect(sentTo(telegram, 42)).toHaveLength(1);
+  });
+});
+
+describe("profiles with a Telegram bot", () => {
+  it("hermes profile rename keeps every chat and topic binding on the live gateway; hermes profile delete purges them", async () => {
+    const h = home({ telegram: { profile: "mybot" } });
+    await start(h);
+    expect((await hermes(["profile", "create", "mybot"], { home: h })).code).toBe(0);
+    telegram.privateMessage("hi");
+    telegram.topicMessage("hi topic", { chat_id: GROUP, topic_id: 7 });
+    await waitForSentTo(telegram, 1, 42);
+    await waitForSentTo(telegram, 1, GROUP, 7);
+    const rows = () =>
+      withDb(join(h, "state.db"), (db) =>
+        db.prepare("SELECT profile, session_id, session_key FROM telegram_topics ORDER BY chat_id").all(),
+      ) as {
+        profile: string;
+        session_id: string;
+        session_key: string;
+      }[];
+    const before = rows();
+    expect(before.map((r) => r.profile)).toEqual(["mybot", "mybot"]);
+
+    const renamed = await hermes(["profile", "rename", "mybot", "assistant"], { home: h });
+    expect(renamed.stderr).toBe("");
+    expect(renamed.code).toBe(0);
+    await eventually(() =>
+      expect(rows()).toEqual(
+        before.map((r) => ({ ...r, profile: "assistant", session_key: r.session_key.replace("agent:mybot:", "agent:assistant:") })),
+      ),
+    );
+    telegram.topicMessage("after the rename", { chat_id: GROUP, topic_id: 7 });
+    expect((await waitForSentTo(telegram, 2, GROUP, 7)).at(-1)!.text).toBe("echo(small-model): after the rename");
+    // The same conversation: the provider got the earlier exchange with the new message.
+    expect((provider.chatRequests().at(-1)!.body as { messages: unknown[] }).messages).toHaveLength(4);
+
+    expect((await hermes(["profile", "delete", "assistant", "--yes"], { home: h })).code).toBe(0);
+    await eventually(() => expect(rows()).toEqual([]));
   });
 });
 
