@@ -1,8 +1,8 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { FakeTelegram } from "../../../test/support/fake-telegram.js";
-import { eventually } from "../../gateway/test/support/delivery-fixtures.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../../gateway/test/support/fake-openai-server.js";
 import { GROUP, providerCalls, sentTo, telegramHome, waitForSentTo } from "../../gateway/test/support/telegram-fixtures.js";
 import { assertBuilt, type GatewayProcess, hermes, removeHome, startGatewayProcess, withDb } from "./support/cli-harness.js";
@@ -134,7 +134,7 @@ describe("a gateway process with a Telegram bot", () => {
     telegram.privateMessage("held when the process dies");
     telegram.privateMessage("queued behind it");
     await eventually(() => expect(provider.chatRequests()).toHaveLength(1));
-    await telegram.waitFor(() => telegram.pending().length === 0, 10_000, "both updates to be handed over");
+    await eventually(() => telegram.pending().length === 0, { timeoutMs: 10_000, what: "both updates to be handed over" });
     await gw.kill9();
     processes.splice(processes.indexOf(gw), 1);
     expect(sentTo(telegram, 42)).toEqual([]);
@@ -153,7 +153,7 @@ describe("a gateway process with a Telegram bot", () => {
 
   it("two gateways, one token, no coordinator: the second reports the conflict and backs off; it takes over when the first stops", async () => {
     const a = await start(home());
-    await telegram.waitFor(() => telegram.polls().some((p) => p.outcome === undefined), 10_000, "the first gateway to poll");
+    await eventually(() => telegram.polls().some((p) => p.outcome === undefined), { timeoutMs: 10_000, what: "the first gateway to poll" });
     const hb = home();
     const b = await start(hb);
     await eventually(async () =>
@@ -167,7 +167,7 @@ describe("a gateway process with a Telegram bot", () => {
     await a.stop();
     telegram.privateMessage("who answers now?");
     expect((await waitForSentTo(telegram, 1, 42, undefined, 60_000))[0]!.text).toBe("echo(small-model): who answers now?");
-    await eventually(async () => expect((await telegramState(hb)).state).toBe("polling"), 60_000);
+    await eventually(async () => expect((await telegramState(hb)).state).toBe("polling"), { timeoutMs: 60_000 });
     expect(sentTo(telegram, 42)).toHaveLength(1);
   });
 });

@@ -1,9 +1,10 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { FakeTelegram, type UserFields } from "../../../test/support/fake-telegram.js";
 import { HELP_TEXT } from "../src/core/telegram/intake.js";
-import { eventually, transcript } from "./support/delivery-fixtures.js";
+import { transcript } from "./support/delivery-fixtures.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "./support/fake-openai-server.js";
 import { startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 import { bindings, GROUP, providerCalls, sentTo, telegramHome, waitForSentTo } from "./support/telegram-fixtures.js";
@@ -52,7 +53,7 @@ function session(key: string) {
 
 /** Everything queued at the fake was handed over (the offset moved past it). */
 async function drained(): Promise<void> {
-  await telegram.waitFor(() => telegram.pending().length === 0, 15_000, "every update to be confirmed");
+  await eventually(() => telegram.pending().length === 0, { timeoutMs: 15_000, what: "every update to be confirmed" });
 }
 
 describe("telegram: chats and topics", () => {

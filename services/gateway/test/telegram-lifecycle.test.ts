@@ -1,10 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { FakeTelegram, type UserFields } from "../../../test/support/fake-telegram.js";
 import type { TelegramWork } from "../src/core/telegram/intake.js";
 import { openGatewayDb } from "../src/store/gateway-store.js";
 import { HermesHome } from "../src/store/home.js";
 import { TelegramStore } from "../src/store/telegram-store.js";
-import { eventually, transcript } from "./support/delivery-fixtures.js";
+import { transcript } from "./support/delivery-fixtures.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "./support/fake-openai-server.js";
 import { startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 import { bindings, GROUP, providerCalls, sentTo, telegramHome, waitForSentTo } from "./support/telegram-fixtures.js";
@@ -118,7 +119,7 @@ describe("telegram across restarts", () => {
     telegram.privateMessage("held at the provider");
     telegram.privateMessage("queued behind it");
     await eventually(() => expect(provider.chatRequests()).toHaveLength(2));
-    await telegram.waitFor(() => telegram.pending().length === 0, 10_000, "both updates to be handed over");
+    await eventually(() => telegram.pending().length === 0, { timeoutMs: 10_000, what: "both updates to be handed over" });
     await stop(first);
     expect(sentTo(telegram, 42).map((m) => m.text)).toEqual([
       "echo(small-model): answered before",
@@ -180,7 +181,7 @@ describe("telegram across restarts", () => {
     expect(providerCalls(provider).map((c) => c.user)).toEqual(["was queued"]);
     await eventually(() => expect(second.gateway.telegram!.status().in_progress).toBe(0));
     // The stored offset came first: the poller asked Telegram for update 4 onwards.
-    await telegram.waitFor(() => telegram.polls().some((p) => p.offset === 4), 10_000, "a poll from the stored offset");
+    await eventually(() => telegram.polls().some((p) => p.offset === 4), { timeoutMs: 10_000, what: "a poll from the stored offset" });
     expect(telegram.polls().filter((p) => p.offset !== undefined && p.offset !== 4)).toEqual([]);
   });
 });

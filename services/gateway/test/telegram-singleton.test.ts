@@ -5,8 +5,8 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DaemonProcess, HERMES_BIN, startGatewayScript } from "../../../test/support/daemons.js";
 import { type EtcdMember, startEtcd } from "../../../test/support/etcd.js";
+import { eventually } from "../../../test/support/eventually.js";
 import { FakeTelegram } from "../../../test/support/fake-telegram.js";
-import { eventually } from "./support/delivery-fixtures.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "./support/fake-openai-server.js";
 import { sentTo, telegramHome, waitForSentTo } from "./support/telegram-fixtures.js";
 
@@ -77,9 +77,9 @@ function noOverlaps(): void {
 describe("telegram: one poller per bot token with a coordinator", () => {
   it("the holder polls, the other stands by; kill -9 the holder and the other takes over; a stop hands over at once", async () => {
     await start("gw-a");
-    await eventually(async () => expect(await states()).toEqual({ "gw-a": "polling" }), 30_000);
+    await eventually(async () => expect(await states()).toEqual({ "gw-a": "polling" }), { timeoutMs: 30_000 });
     await start("gw-b");
-    await eventually(async () => expect(await states()).toEqual({ "gw-a": "polling", "gw-b": "standby" }), 30_000);
+    await eventually(async () => expect(await states()).toEqual({ "gw-a": "polling", "gw-b": "standby" }), { timeoutMs: 30_000 });
     const expected = `telegram:${createHash("sha256").update(telegram.bot.token).digest("hex").slice(0, 16)}`;
     expect((await telegramStatus("gw-b")).singleton).toBe(expected);
 
@@ -91,15 +91,15 @@ describe("telegram: one poller per bot token with a coordinator", () => {
     await eventually(async () => expect((await telegramStatus("gw-a")).in_progress).toBe(0));
     await running.get("gw-a")!.kill9();
     running.delete("gw-a");
-    await eventually(async () => expect(await states()).toEqual({ "gw-b": "polling" }), 30_000);
+    await eventually(async () => expect(await states()).toEqual({ "gw-b": "polling" }), { timeoutMs: 30_000 });
     telegram.privateMessage("two");
     expect((await waitForSentTo(telegram, 2, 42)).at(-1)!.text).toBe("echo(small-model): two");
 
     await start("gw-a");
-    await eventually(async () => expect(await states()).toEqual({ "gw-a": "standby", "gw-b": "polling" }), 30_000);
+    await eventually(async () => expect(await states()).toEqual({ "gw-a": "standby", "gw-b": "polling" }), { timeoutMs: 30_000 });
     await running.get("gw-b")!.stop();
     running.delete("gw-b");
-    await eventually(async () => expect(await states()).toEqual({ "gw-a": "polling" }), 30_000);
+    await eventually(async () => expect(await states()).toEqual({ "gw-a": "polling" }), { timeoutMs: 30_000 });
     telegram.privateMessage("three");
     expect((await waitForSentTo(telegram, 3, 42)).at(-1)!.text).toBe("echo(small-model): three");
 

@@ -2,6 +2,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
+import { eventually } from "../../../../test/support/eventually.js";
 import type { FakeTelegram, SentMessage } from "../../../../test/support/fake-telegram.js";
 import { writeHomeEnv } from "./delivery-fixtures.js";
 import type { FakeOpenAIServer } from "./fake-openai-server.js";
@@ -63,13 +64,12 @@ export function waitForSentTo(
   topicId?: number,
   timeoutMs = 15_000,
 ): Promise<SentMessage[]> {
-  return telegram.waitFor(
+  return eventually(
     () => {
       const sent = sentTo(telegram, chatId, topicId);
-      return sent.length >= count ? sent : undefined;
+      return sent.length >= count && sent;
     },
-    timeoutMs,
-    `${count} message(s) to chat ${chatId}${topicId !== undefined ? ` topic ${topicId}` : ""}`,
+    { timeoutMs, what: `${count} message(s) to chat ${chatId}${topicId !== undefined ? ` topic ${topicId}` : ""}` },
   );
 }
 
