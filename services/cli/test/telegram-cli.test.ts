@@ -127,6 +127,22 @@ describe("a gateway process with a Telegram bot", () => {
     expect(stdout + stderr).not.toContain(telegram.bot.token.split(":")[1]!);
   });
 
+  it("a token Telegram refuses (401): the gateway runs on, status and log name the variable to check, never the token", async () => {
+    const wrong = "100001:AAWrongTokenWrongTokenWrongToken1234";
+    const h = home({ token: wrong });
+    const gw = await start(h);
+    const advice =
+      "Telegram refused the bot token (401: Unauthorized): check TELEGRAM_BOT_TOKEN (platforms.telegram.token_env) and platforms.telegram.api_root";
+    await eventually(async () => expect(await telegramState(h)).toMatchObject({ state: "backoff", detail: `unauthorized: ${advice}` }));
+    const human = await hermes(["platforms", "status"], { home: h });
+    expect(human.stdout).toContain(`telegram: backoff (profile default): unauthorized: ${advice}`);
+    expect(human.stdout).toMatch(/waiting\s+300 s/);
+    await gw.stop();
+    const { stdout, stderr } = gw.output();
+    expect(stdout + stderr).toContain(`${advice}; next try in 300 s`);
+    expect(stdout + stderr + human.stdout).not.toContain("AAWrongToken");
+  });
+
   it("kill -9 in the middle of a turn: after the restart the chat is told once, the queued message is answered, nothing runs twice", async () => {
     const h = home();
     const gw = await start(h);

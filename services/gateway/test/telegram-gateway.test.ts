@@ -184,6 +184,16 @@ describe("telegram: chats and topics", () => {
     expect(sent.every((m) => m.message_thread_id === 8)).toBe(true);
   });
 
+  it("a long answer without breaks, in Cyrillic and emoji with skin tones, is cut between characters", async () => {
+    const answer = `a${"я".repeat(3000)}${"👍🏽".repeat(1000)}`;
+    provider.replyNext({ text: answer });
+    telegram.topicMessage("no spaces please", { chat_id: GROUP, topic_id: 8 });
+    const sent = (await waitForSentTo(telegram, 8, GROUP, 8)).slice(-2);
+    expect(sent.map((m) => m.text.length)).toEqual([4093, 2908]);
+    expect(sent[1]!.text).toBe("👍🏽".repeat(727));
+    expect(sent.map((m) => m.text).join("")).toBe(answer);
+  });
+
   it("Markdown-breaking characters are sent as plain text with entities, never parse_mode", async () => {
     const nasty = "a_b *c* [d](e) ~f~ `g` ``` _*[]()~ \\ . ! # + - = | { }";
     telegram.privateMessage(nasty);

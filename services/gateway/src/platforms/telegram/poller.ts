@@ -94,14 +94,14 @@ export interface TelegramPollerOptions {
   offsets: TelegramOffsetStore;
   handler: TelegramWorkHandler;
   replies: ReplySender;
-  config: Pick<TelegramPlatformConfig, "allow_all" | "allowed_chats" | "poll_timeout_seconds">;
+  config: Pick<TelegramPlatformConfig, "allow_all" | "allowed_chats" | "poll_timeout_seconds" | "token_env">;
   logger: Pick<Logger, "info" | "warn" | "error">;
   /** With a coordinator, poll only while holding the token's singleton; without one, 409 Conflict is the guard. */
   coordinator?: SingletonCoordinator | undefined;
   refused?: RefusalMemory | undefined;
   random?: (() => number) | undefined;
   scheduler?: Scheduler | undefined;
-  settings?: Partial<Omit<PollerSettings, "poll_timeout_seconds" | "coordinated">> | undefined;
+  settings?: Partial<Omit<PollerSettings, "poll_timeout_seconds" | "token_env" | "coordinated">> | undefined;
 }
 
 export interface TelegramPollerStatus {
@@ -166,6 +166,7 @@ export class TelegramPoller {
       ...DEFAULT_POLLER_SETTINGS,
       ...options.settings,
       poll_timeout_seconds: options.config.poll_timeout_seconds,
+      token_env: options.config.token_env,
       coordinated: options.coordinator !== undefined,
     };
     this.random = options.random ?? Math.random;

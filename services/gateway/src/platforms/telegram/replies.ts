@@ -99,6 +99,10 @@ export class TelegramReplier {
       if (signal?.aborted) return outcome.failure;
       const retry = decideSendRetry(outcome.failure, attempt, (params.entities?.length ?? 0) > 0, this.random);
       if (!retry.retry) return outcome.failure;
+      this.options.logger.warn(
+        { platform: "telegram", chat_id: params.chat_id, attempt, kind: outcome.failure.kind, retry_in_ms: retry.delay_ms },
+        `Telegram did not take a reply message (${outcome.failure.message}); ${retry.without_entities ? "sending it again as plain text" : `sending it again in ${Math.ceil(retry.delay_ms / 1000)} s`}`,
+      );
       if (retry.without_entities) params = { ...params, entities: undefined };
       if (retry.delay_ms > 0) await this.wait(retry.delay_ms, signal);
     }
