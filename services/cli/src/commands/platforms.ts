@@ -36,7 +36,7 @@ export function registerPlatformsCommands(program: Command, run: CommandRunner):
                       [
                         ...(p.singleton ? [["singleton", p.singleton]] : []),
                         ["offset", p.offset ?? "-"],
-                        ["waiting", p.waiting_seconds !== undefined ? `${p.waiting_seconds} s` : "-"],
+                        ["waiting", p.waiting_seconds !== undefined ? `${Math.ceil(p.waiting_seconds)} s` : "-"],
                         ["updates received", p.updates_received],
                         ["turns", p.turns],
                         ["commands", p.commands],

@@ -59,7 +59,8 @@ function telegramPlatformStatus(s: TelegramBotStatus): PlatformStatus {
   return {
     platform: "telegram",
     state: s.state,
-    detail: s.conflict ?? (s.last_error ? `${s.last_error.kind}: ${s.last_error.message}` : ""),
+    // A retry under way shows as polling, without the failure it retries (that stays in the log).
+    detail: s.conflict ?? (s.last_error && s.state !== "polling" ? `${s.last_error.kind}: ${s.last_error.message}` : ""),
     profile: s.profile,
     bot: s.bot?.username ? `@${s.bot.username}` : "",
     singleton: s.singleton ?? "",

@@ -259,8 +259,11 @@ class Step {
     const s = this.s;
     s.op += 1;
     s.activity = "poll";
-    // backoff and conflict stay visible until a poll succeeds.
-    if (s.status === "starting" || s.status === "standby") s.status = "polling";
+    // After a back-off the retry is a long poll that may hold for its whole timeout: it is polling
+    // (the failure stays in last_error until a poll succeeds). A conflict stays visible until a
+    // poll succeeds: two pollers of one token take turns, and the one whose turn it is must not
+    // look healthy.
+    if (s.status !== "conflict") s.status = "polling";
     s.confirmed = s.offset;
     this.effects.push({ type: "poll", op: s.op, offset: s.offset, timeout_seconds: this.settings.poll_timeout_seconds });
   }
