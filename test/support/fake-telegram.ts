@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, STATUS_CODES, type Server, type ServerResponse } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from "node:http";
 import type { AddressInfo } from "node:net";
 import { eventually } from "./eventually.js";
 
