@@ -5,6 +5,7 @@ import { registerGatewayCommands } from "./commands/gateway.js";
 import { registerGroupsCommands } from "./commands/groups.js";
 import { registerMessageCommand } from "./commands/message.js";
 import { registerPeerCommands } from "./commands/peer.js";
+import { registerPlatformsCommands } from "./commands/platforms.js";
 import { registerProfileCommands } from "./commands/profile.js";
 import { registerRelayCommands } from "./commands/relay.js";
 import { registerUpCommand } from "./commands/up.js";
@@ -67,6 +68,7 @@ export function buildProgram(exit: { code: number }): Command {
   registerMessageCommand(program, run);
   registerDeliveriesCommands(program, run);
   registerPeerCommands(program, run);
+  registerPlatformsCommands(program, run);
   registerUpCommand(program, run);
   return program;
 }

@@ -23,6 +23,7 @@ export { directRouting, SessionService } from "./app/sessions.js";
 export type { ProfileSettings } from "./core/models/profile-settings.js";
 export { parsePeerTarget } from "./core/peers/run-request.js";
 export { Gateway, type GatewayOptions, VERSION } from "./daemon/gateway.js";
+export { type CoordinatorSingletons, coordinatorSingletons, type SingletonCoordinator } from "./platforms/telegram/poller.js";
 export { openGatewayDb, ProfileDatabases } from "./store/gateway-store.js";
 export { defaultHomePath, HermesHome } from "./store/home.js";
 export { purgeProfileState, rekeyProfileState } from "./store/identity-store.js";

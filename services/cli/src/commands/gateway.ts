@@ -3,6 +3,7 @@ import { GatewayServiceClient } from "@hermes/proto/hermes/v1/gateway";
 import type { Command } from "commander";
 import type { CommandRunner } from "../main.js";
 import { emit, table, warn } from "../output.js";
+import { platformSummary } from "./platforms.js";
 
 export function registerGatewayCommands(program: Command, run: CommandRunner): void {
   const gateway = program.command("gateway").description("run or inspect a gateway");
@@ -73,7 +74,7 @@ export function registerGatewayCommands(program: Command, run: CommandRunner): v
 
   gateway
     .command("status")
-    .description("id, addresses, uptime, profiles, rooms, peers, relay link")
+    .description("id, addresses, uptime, profiles, rooms, peers, relay link, platforms")
     .action(
       run(async (ctx) => {
         const gw = ctx.client(GatewayServiceClient);
@@ -93,6 +94,7 @@ export function registerGatewayCommands(program: Command, run: CommandRunner): v
               ["rooms", s.rooms],
               ["peers", s.peers.map((p) => `${p.name} (${p.url})`).join(", ") || "-"],
               ["relay", s.relay?.state === "disabled" || !s.relay ? "-" : `${s.relay.url} (${s.relay.state})`],
+              ...s.platforms.map((p) => [p.platform, platformSummary(p)]),
             ],
           ),
         );

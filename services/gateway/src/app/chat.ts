@@ -35,6 +35,10 @@ export interface TurnInput {
   origin?: Omit<RoutingOrigin, "profile"> | undefined;
   /** The parent channel of `origin`'s chat (thread → channel), for the channel-override lookup. */
   parent_id?: string | undefined;
+  /** Where the channel-override lookup starts, when the platform's override keys are not its origin's ids (Telegram's `chat:topic`). */
+  location?: ChatLocation | undefined;
+  /** Called when the turn leaves the session's queue and starts (a platform shows "typing…" from then on). */
+  onStart?: (() => void) | undefined;
   signal?: AbortSignal;
 }
 
@@ -239,10 +243,11 @@ export class ChatService {
     // A renamed profile whose identity migration is unfinished gets no new rows until it is.
     this.deps.profiles.assertIdentitySettled(profile);
     const session = this.session(profile, input);
-    const location = input.origin ? locationOf(input.origin, input.parent_id) : undefined;
-    return this.exclusive(session.session_id, () =>
-      this.runLocked(profile, session, input.text, { signal: input.signal, location, commands: true, obligation: true }),
-    );
+    const location = input.location ?? (input.origin ? locationOf(input.origin, input.parent_id) : undefined);
+    return this.exclusive(session.session_id, () => {
+      input.onStart?.();
+      return this.runLocked(profile, session, input.text, { signal: input.signal, location, commands: true, obligation: true });
+    });
   }
 
   /** Runs `fn` in the session's lane: after the turns queued before it, before the ones queued after. */

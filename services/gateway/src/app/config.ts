@@ -15,6 +15,7 @@ import {
   validateConfig,
 } from "@hermes/common";
 import { z } from "zod";
+import { telegramPlatformSchema } from "../core/telegram/config.js";
 import type { HermesHome } from "../store/home.js";
 
 const hostPort = z.string().refine((v) => {
@@ -41,6 +42,11 @@ const channelOverride = z
   .object({ model: z.string().min(1).optional(), provider: z.string().min(1).optional(), system_prompt: z.string().optional() })
   .strict();
 
+/** `platforms.<name>` in a profile's config.yaml: its channel overrides (a platform's own settings live in the gateway's). */
+const platformSection = z
+  .object({ channel_overrides: z.record(z.string(), channelOverride).optional(), enabled: z.boolean().optional() })
+  .strict();
+
 const providerEntry = z
   .object({
     base_url: z.url(),
@@ -64,12 +70,7 @@ export const modelConfigSchema = z
     soul: z.string().max(64_000).optional(),
     /** A per-turn prompt for every chat; a channel override's system_prompt replaces it (never stored in history). */
     ephemeral_system_prompt: z.string().max(64_000).optional(),
-    platforms: z
-      .record(
-        z.string(),
-        z.object({ channel_overrides: z.record(z.string(), channelOverride).optional(), enabled: z.boolean().optional() }).strict(),
-      )
-      .optional(),
+    platforms: z.record(z.string(), platformSection).optional(),
   })
   .strict();
 
@@ -78,6 +79,8 @@ export type ModelConfig = z.infer<typeof modelConfigSchema>;
 /** HERMES_HOME/config.yaml: the gateway section plus profile defaults. */
 export const gatewayConfigSchema = modelConfigSchema
   .extend({
+    /** The gateway runs the platforms' bots: `platforms.telegram` holds the bot's settings besides its channel overrides. */
+    platforms: z.object({ telegram: telegramPlatformSchema.optional() }).catchall(platformSection).optional(),
     gateway: z
       .object({
         id: z

@@ -19,6 +19,7 @@ import { Coordinator } from "@hermes/coordinator";
 import { Histogram } from "prom-client";
 import { type GatewaySettings, resolveGatewayListen, resolveGatewaySettings, type SettingsOverrides } from "../app/config.js";
 import { LiveRouting } from "../app/sessions.js";
+import { coordinatorSingletons, type SingletonCoordinator } from "../platforms/telegram/poller.js";
 import { getMeta, openGatewayDb, ProfileDatabases, setMeta } from "../store/gateway-store.js";
 import { HermesHome } from "../store/home.js";
 
@@ -30,6 +31,8 @@ export interface GatewayOptions {
   env?: NodeJS.ProcessEnv;
   /** How listen addresses given as names are resolved (tests inject one). */
   resolver?: HostResolver;
+  /** A mesh coordinator's singletons (one Telegram poller per bot token); without them Telegram's 409 is the guard. */
+  singletons?: SingletonCoordinator;
 }
 
 /** The first phase of a start: settings, the root database and what is keyed by the gateway's identity. */
@@ -49,6 +52,8 @@ export interface Foundation {
   routing: LiveRouting;
   /** The coordinated mesh's etcd client (lease held), when a coordinator is configured. */
   coordinator: Coordinator | undefined;
+  /** Named singletons (one Telegram poller per bot token): the coordinator's, when there is one. */
+  singletons: SingletonCoordinator | undefined;
 }
 
 const GATEWAY_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -99,7 +104,8 @@ export async function openFoundation(options: GatewayOptions, cleanup: Cleanup):
   const routing = new LiveRouting(db, logger);
   const coordinator = await connectCoordinator(settings, id, logger, metrics);
   if (coordinator) cleanup.push(() => void coordinator.close());
-  return { home, settings, listen, env, clock, db, id, logger, metrics, startWarnings, profileDbs, routing, coordinator };
+  const singletons = options.singletons ?? (coordinator ? coordinatorSingletons(coordinator) : undefined);
+  return { home, settings, listen, env, clock, db, id, logger, metrics, startWarnings, profileDbs, routing, coordinator, singletons };
 }
 
 /**

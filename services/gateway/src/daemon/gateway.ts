@@ -12,6 +12,7 @@ import type { DiscussionDriver } from "../app/rooms/discussion-driver.js";
 import type { CoordinatedRooms } from "../app/rooms/quorum/coordinated-rooms.js";
 import type { RoomsService } from "../app/rooms/rooms-service.js";
 import type { LiveRouting, SessionService } from "../app/sessions.js";
+import type { TelegramBot } from "../app/telegram/telegram-bot.js";
 import type { RoutingIndex } from "../core/identity/routing-index.js";
 import { type ProfileDatabases, writeHeartbeats } from "../store/gateway-store.js";
 import type { HermesHome } from "../store/home.js";
@@ -56,6 +57,8 @@ export class Gateway {
   /** The coordinated mesh's etcd client, when a coordinator is configured. */
   readonly coordinator: Coordinator | undefined;
   private readonly coordination: CoordinatedRooms | undefined;
+  /** The Telegram bot, when platforms.telegram is enabled. */
+  readonly telegram: TelegramBot | undefined;
   /** What the operator should fix, logged at start (`gateway start` also prints them on stderr). */
   readonly startWarnings: string[];
   private readonly liveRouting: LiveRouting;
@@ -89,6 +92,7 @@ export class Gateway {
     this.relay = s.relay;
     this.coordinator = f.coordinator;
     this.coordination = s.coordination;
+    this.telegram = s.telegram;
   }
 
   static start(options: GatewayOptions): Promise<Gateway> {
@@ -105,7 +109,8 @@ export class Gateway {
   /**
    * Start-up, once the servers listen: interrupted chat turns are marked failed, peer runs and
    * deliveries recovered, followed rooms resumed, the driver closes turns left open, the relay link
-   * dials, heartbeats are written, and only then is the gateway ready.
+   * dials, the Telegram bot finishes its inbox and polls, heartbeats are written, and only then is
+   * the gateway ready.
    */
   private run(): this {
     this.timers.push(setInterval(() => this.liveRouting.flush(), this.settings.routingPersistMs).unref());
@@ -116,6 +121,7 @@ export class Gateway {
     this.rooms.start();
     this.discussions.start();
     this.relay?.start();
+    this.telegram?.start();
     this.writeHeartbeats("running");
     this.servers.health.setAll(ServingStatus.SERVING);
     this.state.ready = true;
@@ -166,6 +172,8 @@ export class Gateway {
       this.deliveries.beginStop();
       // Peer runs too: waiting dm callers are answered; queued runs stay queued, running ones end interrupted.
       this.peerRuns.beginStop();
+      // No new Telegram updates: the poller tells Telegram the final offset and releases the bot's singleton.
+      const telegramStopping = this.telegram?.beginStop();
       const roomsStopping = this.rooms.beginStop();
       // No more claims, leading or following; waiting quorum sends are answered (not acknowledged).
       const coordinationStopping = this.coordination?.stop();
@@ -185,6 +193,9 @@ export class Gateway {
       // replicas take over without waiting for the TTL).
       await this.coordinator?.close();
       await this.chat.stop(grace);
+      // Answers of the turns that finished go out; queued Telegram updates stay in the inbox for the next start.
+      await telegramStopping;
+      await this.telegram?.stop(grace);
       await this.deliveries.stop();
       this.liveRouting.persistAll();
       this.writeHeartbeats("stopped");

@@ -21,9 +21,11 @@ import { RoomLog } from "../app/rooms/room-log.js";
 import { GrpcRoomSourceFactory } from "../app/rooms/room-source.js";
 import { RoomsService } from "../app/rooms/rooms-service.js";
 import { SessionService } from "../app/sessions.js";
+import type { TelegramBot } from "../app/telegram/telegram-bot.js";
 import { DeliveriesStore } from "../store/deliveries-store.js";
 import { RunsStore } from "../store/runs-store.js";
 import type { Foundation } from "./foundation.js";
+import { telegramBot } from "./platforms.js";
 import { VERSION } from "./version.js";
 
 /**
@@ -31,7 +33,7 @@ import { VERSION } from "./version.js";
  * it is built; later ones subscribe to the events of earlier ones):
  *
  *   profiles → relay routes → delivery roster, outbox → turn engine → delivery ingress → peer runs
- *   → room log, discussion driver, rooms → relay link → delivery service
+ *   → room log, discussion driver, rooms → relay link → delivery service → the Telegram bot
  *
  * The cycles of the domain are cut at their seams: a turn's message_agent only needs the outbox
  * (a commit), which the delivery service, built last, subscribes to; the relay's channel, roster
@@ -54,6 +56,7 @@ export interface Services {
   /** Quorum rooms in the coordinated mesh (with a coordinator). */
   coordination: CoordinatedRooms | undefined;
   quorum: QuorumAcks | undefined;
+  telegram: TelegramBot | undefined;
 }
 
 /** Profiles (with the default one and its Bot Chat), sessions, the effective config and the peers in it. */
@@ -301,5 +304,6 @@ export function buildServices(f: Foundation, cleanup: Cleanup): Services {
   const relay = routes ? relayLink(f, p, routes, target.ingress, { rooms, memberTurns }) : undefined;
   if (relay) cleanup.push(() => void relay.stop());
   const deliveries = deliveryService(f, p, chat, front, target, relay);
-  return { ...p, chat, deliveries, peerRuns: runs, rooms, discussions, memberTurns, relay, coordination, quorum };
+  const telegram = telegramBot(f, { ...p, chat });
+  return { ...p, chat, deliveries, peerRuns: runs, rooms, discussions, memberTurns, relay, coordination, quorum, telegram };
 }

@@ -40,7 +40,59 @@ export interface GatewayStatus {
   profiles: number;
   rooms: number;
   peers: PeerLink[];
-  relay: RelayLink | undefined;
+  relay:
+    | RelayLink
+    | undefined;
+  /** The chat platforms this gateway serves (`hermes platforms status`). */
+  platforms: PlatformStatus[];
+}
+
+export interface PlatformStatus {
+  /** "api", "telegram" */
+  platform: string;
+  /**
+   * api: "on", "off" (no API key). telegram: "disabled", "starting", "polling", "standby" (another
+   * gateway of the mesh holds the bot's poller), "backoff", "conflict" (another process polls the
+   * bot token), "stopped".
+   */
+  state: string;
+  /** What to know about the state: the conflict, the last error (never a token). */
+  detail: string;
+  /** The profile that answers. */
+  profile: string;
+  /** The bot's @username once known. */
+  bot: string;
+  /** The mesh singleton that decides which gateway polls, when a coordinator is configured. */
+  singleton: string;
+  /** The next update_id asked for. */
+  offset?:
+    | number
+    | undefined;
+  /** The wait in progress (429 retry_after, back-off), in seconds. */
+  waiting_seconds?: number | undefined;
+  updates_received: number;
+  turns: number;
+  commands: number;
+  replies_sent: number;
+  refusals: number;
+  ignored: { [key: string]: number };
+  /** Failed Bot API calls and turns by kind (`poll.network`, `send.rate_limited`, `turn.provider_server_error`). */
+  errors: { [key: string]: number };
+  /** Chats and forum topics bound to sessions. */
+  chats: number;
+  topics: number;
+  /** Updates handed over and not answered yet. */
+  in_progress: number;
+}
+
+export interface PlatformStatus_IgnoredEntry {
+  key: string;
+  value: number;
+}
+
+export interface PlatformStatus_ErrorsEntry {
+  key: string;
+  value: number;
 }
 
 export interface PeerLink {
@@ -221,6 +273,7 @@ function createBaseGatewayStatus(): GatewayStatus {
     rooms: 0,
     peers: [],
     relay: undefined,
+    platforms: [],
   };
 }
 
@@ -261,6 +314,9 @@ export const GatewayStatus: MessageFns<GatewayStatus> = {
     }
     if (message.relay !== undefined) {
       RelayLink.encode(message.relay, writer.uint32(98).fork()).join();
+    }
+    for (const v of message.platforms) {
+      PlatformStatus.encode(v!, writer.uint32(162).fork()).join();
     }
     return writer;
   },
@@ -374,6 +430,14 @@ export const GatewayStatus: MessageFns<GatewayStatus> = {
             message.relay = RelayLink.decode(reader, reader.uint32());
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.platforms.push(PlatformStatus.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -405,6 +469,441 @@ export const GatewayStatus: MessageFns<GatewayStatus> = {
     message.relay = (object.relay !== undefined && object.relay !== null)
       ? RelayLink.fromPartial(object.relay)
       : undefined;
+    message.platforms = object.platforms?.map((e) => PlatformStatus.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBasePlatformStatus(): PlatformStatus {
+  return {
+    platform: "",
+    state: "",
+    detail: "",
+    profile: "",
+    bot: "",
+    singleton: "",
+    offset: undefined,
+    waiting_seconds: undefined,
+    updates_received: 0,
+    turns: 0,
+    commands: 0,
+    replies_sent: 0,
+    refusals: 0,
+    ignored: {},
+    errors: {},
+    chats: 0,
+    topics: 0,
+    in_progress: 0,
+  };
+}
+
+export const PlatformStatus: MessageFns<PlatformStatus> = {
+  encode(message: PlatformStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.platform !== "") {
+      writer.uint32(10).string(message.platform);
+    }
+    if (message.state !== "") {
+      writer.uint32(18).string(message.state);
+    }
+    if (message.detail !== "") {
+      writer.uint32(26).string(message.detail);
+    }
+    if (message.profile !== "") {
+      writer.uint32(34).string(message.profile);
+    }
+    if (message.bot !== "") {
+      writer.uint32(42).string(message.bot);
+    }
+    if (message.singleton !== "") {
+      writer.uint32(50).string(message.singleton);
+    }
+    if (message.offset !== undefined) {
+      writer.uint32(56).uint64(message.offset);
+    }
+    if (message.waiting_seconds !== undefined) {
+      writer.uint32(65).double(message.waiting_seconds);
+    }
+    if (message.updates_received !== 0) {
+      writer.uint32(72).uint64(message.updates_received);
+    }
+    if (message.turns !== 0) {
+      writer.uint32(80).uint64(message.turns);
+    }
+    if (message.commands !== 0) {
+      writer.uint32(88).uint64(message.commands);
+    }
+    if (message.replies_sent !== 0) {
+      writer.uint32(96).uint64(message.replies_sent);
+    }
+    if (message.refusals !== 0) {
+      writer.uint32(104).uint64(message.refusals);
+    }
+    globalThis.Object.entries(message.ignored).forEach(([key, value]: [string, number]) => {
+      PlatformStatus_IgnoredEntry.encode({ key: key as any, value }, writer.uint32(114).fork()).join();
+    });
+    globalThis.Object.entries(message.errors).forEach(([key, value]: [string, number]) => {
+      PlatformStatus_ErrorsEntry.encode({ key: key as any, value }, writer.uint32(122).fork()).join();
+    });
+    if (message.chats !== 0) {
+      writer.uint32(128).uint32(message.chats);
+    }
+    if (message.topics !== 0) {
+      writer.uint32(136).uint32(message.topics);
+    }
+    if (message.in_progress !== 0) {
+      writer.uint32(144).uint32(message.in_progress);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PlatformStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePlatformStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.platform = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.state = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.detail = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.profile = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.bot = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.singleton = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.offset = longToNumber(reader.uint64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 65) {
+              break;
+            }
+
+            message.waiting_seconds = reader.double();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.updates_received = longToNumber(reader.uint64());
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.turns = longToNumber(reader.uint64());
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.commands = longToNumber(reader.uint64());
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.replies_sent = longToNumber(reader.uint64());
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.refusals = longToNumber(reader.uint64());
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            const entry14 = PlatformStatus_IgnoredEntry.decode(reader, reader.uint32());
+            if (entry14.value !== undefined) {
+              message.ignored[entry14.key] = entry14.value;
+            }
+            continue;
+          }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            const entry15 = PlatformStatus_ErrorsEntry.decode(reader, reader.uint32());
+            if (entry15.value !== undefined) {
+              message.errors[entry15.key] = entry15.value;
+            }
+            continue;
+          }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.chats = reader.uint32();
+            continue;
+          }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.topics = reader.uint32();
+            continue;
+          }
+          case 18: {
+            if (tag !== 144) {
+              break;
+            }
+
+            message.in_progress = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<PlatformStatus>, I>>(base?: I): PlatformStatus {
+    return PlatformStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PlatformStatus>, I>>(object: I): PlatformStatus {
+    const message = createBasePlatformStatus();
+    message.platform = object.platform ?? "";
+    message.state = object.state ?? "";
+    message.detail = object.detail ?? "";
+    message.profile = object.profile ?? "";
+    message.bot = object.bot ?? "";
+    message.singleton = object.singleton ?? "";
+    message.offset = object.offset ?? undefined;
+    message.waiting_seconds = object.waiting_seconds ?? undefined;
+    message.updates_received = object.updates_received ?? 0;
+    message.turns = object.turns ?? 0;
+    message.commands = object.commands ?? 0;
+    message.replies_sent = object.replies_sent ?? 0;
+    message.refusals = object.refusals ?? 0;
+    message.ignored = (globalThis.Object.entries(object.ignored ?? {}) as [string, number][]).reduce(
+      (acc: { [key: string]: number }, [key, value]: [string, number]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.Number(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.errors = (globalThis.Object.entries(object.errors ?? {}) as [string, number][]).reduce(
+      (acc: { [key: string]: number }, [key, value]: [string, number]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.Number(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.chats = object.chats ?? 0;
+    message.topics = object.topics ?? 0;
+    message.in_progress = object.in_progress ?? 0;
+    return message;
+  },
+};
+
+function createBasePlatformStatus_IgnoredEntry(): PlatformStatus_IgnoredEntry {
+  return { key: "", value: 0 };
+}
+
+export const PlatformStatus_IgnoredEntry: MessageFns<PlatformStatus_IgnoredEntry> = {
+  encode(message: PlatformStatus_IgnoredEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0) {
+      writer.uint32(16).uint64(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PlatformStatus_IgnoredEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePlatformStatus_IgnoredEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<PlatformStatus_IgnoredEntry>, I>>(base?: I): PlatformStatus_IgnoredEntry {
+    return PlatformStatus_IgnoredEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PlatformStatus_IgnoredEntry>, I>>(object: I): PlatformStatus_IgnoredEntry {
+    const message = createBasePlatformStatus_IgnoredEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBasePlatformStatus_ErrorsEntry(): PlatformStatus_ErrorsEntry {
+  return { key: "", value: 0 };
+}
+
+export const PlatformStatus_ErrorsEntry: MessageFns<PlatformStatus_ErrorsEntry> = {
+  encode(message: PlatformStatus_ErrorsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0) {
+      writer.uint32(16).uint64(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PlatformStatus_ErrorsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePlatformStatus_ErrorsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<PlatformStatus_ErrorsEntry>, I>>(base?: I): PlatformStatus_ErrorsEntry {
+    return PlatformStatus_ErrorsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PlatformStatus_ErrorsEntry>, I>>(object: I): PlatformStatus_ErrorsEntry {
+    const message = createBasePlatformStatus_ErrorsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? 0;
     return message;
   },
 };

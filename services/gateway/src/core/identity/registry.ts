@@ -118,4 +118,16 @@ export const IDENTITY_REGISTRY: IdentityTable[] = [
     columns: [{ table: "peer_runs", column: "profile", kind: "plain" }],
     purge: { kind: "delete" },
   },
+  // Telegram (store/migrations/006-telegram.ts): the session of each chat and forum topic. A rename
+  // carries the bindings (and so every topic's conversation); a profile that already serves the same
+  // chat or topic makes the rename refuse. A delete drops them with the sessions.
+  {
+    table: "telegram_topics",
+    columns: [
+      { table: "telegram_topics", column: "profile", kind: "plain" },
+      { table: "telegram_topics", column: "session_key", kind: "key-prefix", unique: true },
+    ],
+    purge: { kind: "delete" },
+    binding: { profileColumn: "profile", bindingColumns: ["chat_id", "topic_id"] },
+  },
 ];

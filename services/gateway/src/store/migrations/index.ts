@@ -5,6 +5,7 @@ import { deliveriesMigration } from "./003-deliveries.js";
 import { peerRunsMigration } from "./004-peer-runs.js";
 import { roomHostsAndDemotionsMigration } from "./005-room-hosts-demotions.js";
 import { roomReplicationMigration } from "./006-room-replication.js";
+import { telegramMigration } from "./007-telegram.js";
 
 /**
  * The gateway's HERMES_HOME/state.db schema, numbered and applied in order at start
@@ -17,6 +18,7 @@ export const GATEWAY_MIGRATIONS: readonly Migration[] = [
   peerRunsMigration,
   roomHostsAndDemotionsMigration,
   roomReplicationMigration,
+  telegramMigration,
 ];
 
 /** A named profile's profiles/<name>/state.db (the default profile's transcripts live in the root one). */
