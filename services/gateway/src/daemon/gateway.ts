@@ -9,6 +9,7 @@ import type { ProfileService } from "../app/profiles.js";
 import type { RelayLink } from "../app/relay/relay-link.js";
 import type { DiscussionDriver } from "../app/rooms/discussion-driver.js";
 import type { RoomsService } from "../app/rooms/rooms-service.js";
+import type { RoutineService } from "../app/routines/routine-service.js";
 import type { LiveRouting, SessionService } from "../app/sessions.js";
 import type { RoutingIndex } from "../core/identity/routing-index.js";
 import { type ProfileDatabases, writeHeartbeats } from "../store/gateway-store.js";
@@ -50,6 +51,8 @@ export class Gateway {
   readonly discussions: DiscussionDriver;
   /** The dial-out link to the relay, when relay.url is configured. */
   readonly relay: RelayLink | undefined;
+  /** Bot Mode routines (cron jobs whose runs are turns in Bot Chats). */
+  readonly routines: RoutineService;
   /** What the operator should fix, logged at start (`gateway start` also prints them on stderr). */
   readonly startWarnings: string[];
   private readonly liveRouting: LiveRouting;
@@ -81,6 +84,7 @@ export class Gateway {
     this.rooms = s.rooms;
     this.discussions = s.discussions;
     this.relay = s.relay;
+    this.routines = s.routines;
   }
 
   static start(options: GatewayOptions): Promise<Gateway> {
@@ -101,6 +105,8 @@ export class Gateway {
     this.timers.push(setInterval(() => this.liveRouting.flush(), this.settings.routingPersistMs).unref());
     this.timers.push(setInterval(() => this.writeHeartbeats("running"), this.settings.heartbeatMs).unref());
     this.chat.recoverInterruptedTurns();
+    // Runs cut off by the last stop are failed, then the times missed meanwhile follow the misfire policy.
+    this.routines.start();
     this.peerRuns.start();
     this.deliveries.start();
     this.rooms.start();
@@ -151,6 +157,8 @@ export class Gateway {
       this.state.ready = false;
       health.setAll(ServingStatus.NOT_SERVING);
       for (const t of this.timers) clearInterval(t);
+      // The routine timer first: no run starts from here on; running ones end with the turn engine.
+      this.routines.beginStop();
       const grace = this.settings.shutdownGraceMs;
       // Deliveries first: queued mail stays queued for the next start, waiting callers are answered.
       this.deliveries.beginStop();
@@ -169,6 +177,7 @@ export class Gateway {
       await discussionsStopping;
       await this.rooms.stop();
       await this.chat.stop(grace);
+      await this.routines.stop();
       await this.deliveries.stop();
       this.liveRouting.persistAll();
       this.writeHeartbeats("stopped");

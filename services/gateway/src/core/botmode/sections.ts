@@ -125,7 +125,7 @@ export interface SectionChange {
  * A new section, at the end or at `index`. `newId` comes from the shell (random); it must be a
  * valid id that no section has.
  */
-export function createSection(sections: readonly Section[], name: unknown, newId: () => string, index?: number): SectionChange {
+export function createSection(sections: readonly Section[], name: unknown, newId: () => string, index?: unknown): SectionChange {
   if (sections.length >= MAX_SECTIONS) {
     throw new HermesError("limit_exceeded", `there are already ${MAX_SECTIONS} sections, the most there can be; delete one first`, {
       data: { limit: MAX_SECTIONS },

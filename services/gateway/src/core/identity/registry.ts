@@ -118,4 +118,19 @@ export const IDENTITY_REGISTRY: IdentityTable[] = [
     columns: [{ table: "peer_runs", column: "profile", kind: "plain" }],
     purge: { kind: "delete" },
   },
+  // Routines (store/migrations/006-routines.ts): a profile's routines and their run history follow
+  // a rename; a routine name is a per-profile binding, so renaming onto a profile that has a
+  // routine of the same name is refused before anything is written. A delete purges both (the
+  // runs first, so their count is reported; the scheduler dropped the routines before).
+  {
+    table: "routine_runs",
+    columns: [{ table: "routine_runs", column: "profile", kind: "plain" }],
+    purge: { kind: "delete" },
+  },
+  {
+    table: "routines",
+    columns: [{ table: "routines", column: "profile", kind: "plain" }],
+    purge: { kind: "delete" },
+    binding: { profileColumn: "profile", bindingColumns: ["name_key"] },
+  },
 ];
