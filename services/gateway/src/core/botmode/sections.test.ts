@@ -205,6 +205,6 @@ describe("resolveSection", () => {
     ];
     expect(resolveSection(tricky, "team").name).toBe("Clients");
     expect(resolveSection(tricky, "TEAM").id).toBe("sec_b");
-    expect(thrownHermesError(() => resolveSection(tricky, "Nope")).data.sections).toEqual(sectionsView(tricky));
+    expect(thrownHermesError(() => resolveSection(tricky, "Nope")).data.section_ids).toEqual(["team", "sec_b"]);
   });
 });

@@ -101,7 +101,8 @@ export function resolveSection(sections: readonly Section[], ref: string): Secti
   const found = sections.find((s) => s.id === ref) ?? sections.find((s) => labelKey(s.name) === labelKey(ref));
   if (found === undefined) {
     throw new HermesError("not_found", `section ${JSON.stringify(ref)} does not exist; list sections with: hermes sections list`, {
-      data: { section: ref, sections: sectionsView(sections) },
+      // Ids only: names are free text people typed, and an error quotes only what was sent and what is valid.
+      data: { section: ref, section_ids: sections.map((s) => s.id) },
     });
   }
   return found;
@@ -167,7 +168,7 @@ export function reorderSections(sections: readonly Section[], ids: unknown): Sec
   const unknownId = ids.find((id) => !byId.has(id));
   if (unknownId !== undefined) {
     throw new HermesError("not_found", `order: section ${JSON.stringify(unknownId)} does not exist; it must be ${valid}`, {
-      data: { field: "order", section: unknownId, sections: sectionsView(sections) },
+      data: { field: "order", section: unknownId, section_ids: sections.map((s) => s.id) },
     });
   }
   const twice = ids.find((id, i) => ids.indexOf(id) !== i);
