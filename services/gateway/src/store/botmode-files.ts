@@ -59,7 +59,8 @@ export function patchProfileMetaFile(home: HermesHome, profile: string, patch: u
     });
   }
   const result = applyProfileMetaPatch(file.raw, patch, { profile, section_ids: sectionIds });
-  if (result.changed.length > 0) writeProfileMeta(home, profile, result.document);
+  // Compared as documents, not views: setting a hand-broken field to its default changes the file only.
+  if (JSON.stringify(result.document) !== JSON.stringify(file.raw)) writeProfileMeta(home, profile, result.document);
   return result;
 }
 
