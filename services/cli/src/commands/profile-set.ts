@@ -151,15 +151,16 @@ function parseJsonFlag(flag: string, value: string | boolean): unknown {
   }
 }
 
-/** Merges the rows' patches (two avatar flags make one avatar patch). */
+/**
+ * Merges the rows' patches (two avatar flags make one avatar patch). A `--x`/`--no-x` pair shares
+ * one option key; false is the `--no-x` row's.
+ */
 function metaPatch(options: Record<string, FlagValue>): Record<string, unknown> {
   const patch: Record<string, unknown> = {};
-  const seen = new Set<string>();
   for (const row of FLAGS) {
-    if (row.kind !== "meta" || seen.has(row.option)) continue;
+    if (row.kind !== "meta") continue;
     const value = options[row.option];
-    if (value === undefined) continue;
-    seen.add(row.option);
+    if (value === undefined || row.flag.startsWith("--no-") !== (value === false)) continue;
     for (const [key, part] of Object.entries(row.patch(value))) {
       patch[key] = key === "avatar" ? { ...(patch[key] as object | undefined), ...(part as object) } : part;
     }
