@@ -174,7 +174,8 @@ export function reorderSections(sections: readonly Section[], ids: unknown): Sec
   const twice = ids.find((id, i) => ids.indexOf(id) !== i);
   const missing = sections.find((s) => !ids.includes(s.id));
   if (twice !== undefined || missing !== undefined) {
-    const what = twice !== undefined ? `${twice} is listed twice` : `${missing!.id} (${missing!.name}) is missing`;
+    // Ids only, as in every error here: a name is text someone typed, not what was sent.
+    const what = twice !== undefined ? `${twice} is listed twice` : `${missing!.id} is missing`;
     throw new HermesError("invalid_params", `order: ${what}; it must be ${valid}`, { data: { field: "order", valid } });
   }
   return (ids as string[]).map((id) => byId.get(id)!);
