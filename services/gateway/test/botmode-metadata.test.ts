@@ -219,6 +219,15 @@ describe("profiles.update / get / list", () => {
       },
     });
     expect(profileYaml("dora2")).toHaveProperty("created_at");
+
+    // A delete takes the metadata with the folder: a bot created again under the name starts plain.
+    t.gateway.profiles.delete("dorothy");
+    createBot(t, "dorothy");
+    expect(await rpc.call<ProfileJson>("profiles.get", { name: "dorothy" })).toMatchObject({
+      display_name: "dorothy",
+      meta: { hidden: false, section: null, ui_meta: {}, avatar: { seed: null, locked: false, effective_seed: "dorothy" } },
+    });
+    expect((await rpc.call<{ sections: { id: string }[] }>("sections.list", {})).sections.map((s) => s.id)).toContain(section.id);
   });
 });
 

@@ -16,7 +16,7 @@ import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventually } from "../../../test/support/eventually.js";
 import type { RoutineRunView } from "../src/app/routines/routine-service.js";
-import { rekeyProfileState } from "../src/store/identity-store.js";
+import { purgeProfileState, rekeyProfileState } from "../src/store/identity-store.js";
 import { GATEWAY_MIGRATIONS } from "../src/store/migrations/index.js";
 import { type RoutineRow, RoutinesStore } from "../src/store/routines-store.js";
 import { botChat, createBot } from "./support/delivery-fixtures.js";
@@ -350,7 +350,7 @@ describe("a gateway stopped across scheduled times", () => {
 });
 
 describe("routines in the identity registry", () => {
-  it("a rekey onto a profile that has a routine of the same name (any case) is refused, writing nothing", () => {
+  it("a rekey onto a profile that has a routine of the same name (any case) is refused, writing nothing; a purge is one transaction", () => {
     const dir = mkdtempSync(join(tmpdir(), "hermes-rt-rekey-"));
     const db = openDatabase(join(dir, "state.db"), { label: "test state.db", migrations: GATEWAY_MIGRATIONS });
     try {
@@ -395,6 +395,14 @@ describe("routines in the identity registry", () => {
         detail: null,
       });
       expect(rekeyProfileState(db, "pia", "quinn")).toEqual({ routines: 2, routine_runs: 1 });
+
+      // A delete purges runs and routines in one transaction: a failure at the routines leaves the runs too.
+      db.exec("CREATE TRIGGER refuse_routine_delete BEFORE DELETE ON routines BEGIN SELECT RAISE(ABORT, 'disk said no'); END");
+      expect(() => purgeProfileState(db, "quinn")).toThrow(/disk said no/);
+      expect(db.prepare("SELECT count(*) AS n FROM routine_runs WHERE profile = 'quinn'").get()).toEqual({ n: 1 });
+      db.exec("DROP TRIGGER refuse_routine_delete");
+      expect(purgeProfileState(db, "quinn")).toMatchObject({ routines: 2, routine_runs: 1 });
+      expect(db.prepare("SELECT count(*) AS n FROM routines").get()).toEqual({ n: 0 });
     } finally {
       db.close();
       rmSync(dir, { recursive: true, force: true });
