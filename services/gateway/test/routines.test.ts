@@ -217,6 +217,25 @@ describe("routines in a running gateway", () => {
     await expectHermesError(api.runNow("[bot:robert] Daily"), "not_found");
   });
 
+  it("two bots' routines of one name stay apart: each runs in its own chat; pausing one leaves the other", async () => {
+    const api = botMode(t);
+    for (const profile of ["una", "vic"]) {
+      createBot(t, profile);
+      await api.add({ profile, name: "Same", schedule: "0 0 1 1 *", prompt: `For ${profile}.` });
+    }
+    await api.pause("[bot:una] Same");
+    await api.runNow("[bot:vic] Same");
+    await runsWhen(t, "[bot:vic] Same", (r) => expect(r.map((run) => run.state)).toEqual(["settled"]));
+    expect(t.gateway.routines.runs("[bot:una] Same", 200)).toEqual([]);
+    expect(t.gateway.routines.list("una")).toMatchObject([{ job: "[bot:una] Same", paused: true }]);
+    expect(t.gateway.routines.list("vic")).toMatchObject([{ job: "[bot:vic] Same", paused: false }]);
+    const routineTurns = (profile: string) => botChat(t, profile).filter((m) => m.role === "user" && m.meta["routine"] !== undefined);
+    expect(routineTurns("una")).toEqual([]);
+    expect(routineTurns("vic").map((m) => [m.meta["routine"], m.content])).toEqual([
+      ["[bot:vic] Same", expect.stringContaining("For vic.")],
+    ]);
+  });
+
   it("refuses bad routines naming the field and what is valid, the same over gRPC and JSON-RPC", async () => {
     const api = botMode(t);
     const base = { profile: "alice", name: "Bad", schedule: "0 8 * * *", prompt: "p" };
