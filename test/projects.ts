@@ -53,6 +53,7 @@ export const PROCESS_TESTS = [
   "services/gateway/test/relay-crash.test.ts",
   "services/gateway/test/rooms-crash.test.ts",
   "services/gateway/test/telegram-singleton.test.ts",
+  "services/gateway/test/routines-crash.test.ts",
   "services/relay/test/relay-cli.test.ts",
   "services/relay/test/relay-grpc-fuzz.test.ts",
   "scripts/test/docker-engine.test.ts",

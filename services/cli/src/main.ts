@@ -1,5 +1,6 @@
 import { Command, CommanderError, Option } from "commander";
 import { registerChatCommand } from "./commands/chat.js";
+import { registerCronCommands } from "./commands/cron.js";
 import { registerDeliveriesCommands } from "./commands/deliveries.js";
 import { registerGatewayCommands } from "./commands/gateway.js";
 import { registerGroupsCommands } from "./commands/groups.js";
@@ -8,6 +9,7 @@ import { registerPeerCommands } from "./commands/peer.js";
 import { registerPlatformsCommands } from "./commands/platforms.js";
 import { registerProfileCommands } from "./commands/profile.js";
 import { registerRelayCommands } from "./commands/relay.js";
+import { registerSectionsCommands } from "./commands/sections.js";
 import { registerUpCommand } from "./commands/up.js";
 import { CliContext, type GlobalOptions } from "./context.js";
 import { reportError } from "./output.js";
@@ -62,6 +64,8 @@ export function buildProgram(exit: { code: number }): Command {
   const run = runner(exit);
   registerGatewayCommands(program, run);
   registerProfileCommands(program, run);
+  registerSectionsCommands(program, run);
+  registerCronCommands(program, run);
   registerChatCommand(program, run);
   registerGroupsCommands(program, run);
   registerRelayCommands(program, run);

@@ -15,6 +15,8 @@ import {
   validateConfig,
 } from "@hermes/common";
 import { z } from "zod";
+import { DESCRIPTION_MAX, TITLE_MAX } from "../core/botmode/profile-meta.js";
+import { messageLength } from "../core/delivery/envelope.js";
 import { telegramPlatformSchema } from "../core/telegram/config.js";
 import type { HermesHome } from "../store/home.js";
 
@@ -61,8 +63,15 @@ const providerEntry = z
 /** The model keys a profile's config.yaml holds; the gateway-wide config.yaml gives defaults. */
 export const modelConfigSchema = z
   .object({
-    title: z.string().max(200).optional(),
-    description: z.string().max(2000).optional(),
+    // Counted in characters (code points), as profiles.update counts them (profile-meta.ts).
+    title: z
+      .string()
+      .refine((v) => messageLength(v) <= TITLE_MAX, `at most ${TITLE_MAX} characters`)
+      .optional(),
+    description: z
+      .string()
+      .refine((v) => messageLength(v) <= DESCRIPTION_MAX, `at most ${DESCRIPTION_MAX} characters`)
+      .optional(),
     model: z.string().min(1).optional(),
     provider: z.string().min(1).optional(),
     providers: z.record(z.string(), providerEntry).optional(),

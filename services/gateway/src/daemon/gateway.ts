@@ -11,6 +11,7 @@ import type { RelayLink } from "../app/relay/relay-link.js";
 import type { DiscussionDriver } from "../app/rooms/discussion-driver.js";
 import type { CoordinatedRooms } from "../app/rooms/quorum/coordinated-rooms.js";
 import type { RoomsService } from "../app/rooms/rooms-service.js";
+import type { RoutineService } from "../app/routines/routine-service.js";
 import type { LiveRouting, SessionService } from "../app/sessions.js";
 import type { TelegramBot } from "../app/telegram/telegram-bot.js";
 import type { RoutingIndex } from "../core/identity/routing-index.js";
@@ -59,6 +60,8 @@ export class Gateway {
   private readonly coordination: CoordinatedRooms | undefined;
   /** The Telegram bot, when platforms.telegram is enabled. */
   readonly telegram: TelegramBot | undefined;
+  /** Bot Mode routines (cron jobs whose runs are turns in Bot Chats). */
+  readonly routines: RoutineService;
   /** What the operator should fix, logged at start (`gateway start` also prints them on stderr). */
   readonly startWarnings: string[];
   private readonly liveRouting: LiveRouting;
@@ -93,6 +96,7 @@ export class Gateway {
     this.coordinator = f.coordinator;
     this.coordination = s.coordination;
     this.telegram = s.telegram;
+    this.routines = s.routines;
   }
 
   static start(options: GatewayOptions): Promise<Gateway> {
@@ -116,6 +120,8 @@ export class Gateway {
     this.timers.push(setInterval(() => this.liveRouting.flush(), this.settings.routingPersistMs).unref());
     this.timers.push(setInterval(() => this.writeHeartbeats("running"), this.settings.heartbeatMs).unref());
     this.chat.recoverInterruptedTurns();
+    // Runs cut off by the last stop are failed, then the times missed meanwhile follow the misfire policy.
+    this.routines.start();
     this.peerRuns.start();
     this.deliveries.start();
     this.rooms.start();
@@ -167,6 +173,8 @@ export class Gateway {
       this.state.ready = false;
       health.setAll(ServingStatus.NOT_SERVING);
       for (const t of this.timers) clearInterval(t);
+      // The routine timer first: no run starts from here on; running ones end with the turn engine.
+      this.routines.beginStop();
       const grace = this.settings.shutdownGraceMs;
       // Deliveries first: queued mail stays queued for the next start, waiting callers are answered.
       this.deliveries.beginStop();
@@ -196,6 +204,7 @@ export class Gateway {
       // Answers of the turns that finished go out; queued Telegram updates stay in the inbox for the next start.
       await telegramStopping;
       await this.telegram?.stop(grace);
+      await this.routines.stop();
       await this.deliveries.stop();
       this.liveRouting.persistAll();
       this.writeHeartbeats("stopped");

@@ -16,11 +16,14 @@ import {
   type ServiceHandlers,
   startHttpServer,
 } from "@hermes/common";
+import { BotModeServiceService } from "@hermes/proto/hermes/v1/botmode";
 import { DeliveryServiceService } from "@hermes/proto/hermes/v1/delivery";
 import { ControlServiceService, GatewayServiceService } from "@hermes/proto/hermes/v1/gateway";
 import { PeerServiceService } from "@hermes/proto/hermes/v1/peers";
 import { QuorumServiceService } from "@hermes/proto/hermes/v1/quorum";
 import { RoomMemberServiceService, RoomServiceService } from "@hermes/proto/hermes/v1/rooms";
+import type { BotModeApi } from "../api/botmode/methods.js";
+import { botModeServiceHandlers } from "../api/grpc/botmode-service.js";
 import { deliveryServiceHandlers } from "../api/grpc/delivery-service.js";
 import { controlServiceHandlers, gatewayServiceHandlers } from "../api/grpc/gateway-service.js";
 import { memberTurnServiceHandlers } from "../api/grpc/member-turn-service.js";
@@ -28,6 +31,7 @@ import { peerServiceHandlers } from "../api/grpc/peer-service.js";
 import { quorumServiceHandlers } from "../api/grpc/quorum-service.js";
 import { roomServiceHandlers } from "../api/grpc/room-service.js";
 import { apiPlatformRoute } from "../api/http/api-platform.js";
+import { botModeRpcMethods } from "../api/rpc/botmode-methods.js";
 import { roomMethods } from "../api/rpc/room-methods.js";
 import { createRpcServer, type RpcServer } from "../api/rpc/rpc-server.js";
 import type { Foundation } from "./foundation.js";
@@ -55,6 +59,7 @@ export async function startServers(f: Foundation, s: Services, state: GatewaySta
   const { settings, metrics, logger, home, listen } = f;
   const health = new HealthRegistry();
   const keys = new KeyRing(settings.apiKeys);
+  const botMode: BotModeApi = { profiles: s.profiles, metadata: s.metadata, routines: s.routines };
 
   const grpcLogger = logger.child({ module: "grpc" });
   const grpcServer = new BoundedGrpcServer(grpcLogger, { "grpc.max_receive_message_length": 8 * 1024 * 1024 });
@@ -69,7 +74,8 @@ export async function startServers(f: Foundation, s: Services, state: GatewaySta
     [grpcServer, "tcp"],
     [controlServer, "control"],
   ] as const) {
-    serve(server, transport, GatewayServiceService, gatewayServiceHandlers({ profiles: s.profiles, chat: s.chat, status: state }));
+    serve(server, transport, GatewayServiceService, gatewayServiceHandlers({ botMode, chat: s.chat, status: state }));
+    serve(server, transport, BotModeServiceService, botModeServiceHandlers(botMode));
     serve(
       server,
       transport,
@@ -110,7 +116,7 @@ export async function startServers(f: Foundation, s: Services, state: GatewaySta
   });
   const rpc = createRpcServer({
     keys,
-    methods: roomMethods(s.rooms),
+    methods: { ...roomMethods(s.rooms), ...botModeRpcMethods(botMode) },
     logger: logger.child({ module: "rpc" }),
     allowedOrigins: settings.httpAllowedOrigins,
     maxConnections: settings.maxRpcConnections,

@@ -1,5 +1,6 @@
 import { type Cleanup, isoTime } from "@hermes/common";
 import { registerMemberTurnTunnel, registerRoomTunnel } from "../api/tunnel/room-tunnel.js";
+import { BotMetadata } from "../app/botmode/bot-metadata.js";
 import { ChatService } from "../app/chat.js";
 import { DeliveryService, deliveryLanes } from "../app/delivery/delivery-service.js";
 import { DeliveryIngress } from "../app/delivery/ingress.js";
@@ -20,9 +21,11 @@ import { Replicator } from "../app/rooms/replicator.js";
 import { RoomLog } from "../app/rooms/room-log.js";
 import { GrpcRoomSourceFactory } from "../app/rooms/room-source.js";
 import { RoomsService } from "../app/rooms/rooms-service.js";
+import { localTimeZone, RoutineService } from "../app/routines/routine-service.js";
 import { SessionService } from "../app/sessions.js";
 import type { TelegramBot } from "../app/telegram/telegram-bot.js";
 import { DeliveriesStore } from "../store/deliveries-store.js";
+import { RoutinesStore } from "../store/routines-store.js";
 import { RunsStore } from "../store/runs-store.js";
 import type { Foundation } from "./foundation.js";
 import { telegramBot } from "./platforms.js";
@@ -34,6 +37,7 @@ import { VERSION } from "./version.js";
  *
  *   profiles → relay routes → delivery roster, outbox → turn engine → delivery ingress → peer runs
  *   → room log, discussion driver, rooms → relay link → delivery service → the Telegram bot
+ *   → Bot Mode metadata, routines
  *
  * The cycles of the domain are cut at their seams: a turn's message_agent only needs the outbox
  * (a commit), which the delivery service, built last, subscribes to; the relay's channel, roster
@@ -57,6 +61,8 @@ export interface Services {
   coordination: CoordinatedRooms | undefined;
   quorum: QuorumAcks | undefined;
   telegram: TelegramBot | undefined;
+  metadata: BotMetadata;
+  routines: RoutineService;
 }
 
 /** Profiles (with the default one and its Bot Chat), sessions, the effective config and the peers in it. */
@@ -291,6 +297,21 @@ function deliveryService(
   });
 }
 
+/** Bot Mode: the roster metadata and sections, and the routines whose runs are turns in Bot Chats. */
+function botModeServices(f: Foundation, p: ProfileServices, chat: ChatService) {
+  const metadata = new BotMetadata(f.home, p.profiles);
+  const routines = new RoutineService({
+    store: new RoutinesStore(f.db),
+    profiles: p.profiles,
+    clock: f.clock,
+    logger: f.logger.child({ module: "routines" }),
+    timeZone: localTimeZone(),
+    runner: { chat, sessions: p.sessions, turnTimeoutMs: f.settings.delivery.turnTimeoutMs },
+    registry: f.metrics.registry,
+  });
+  return { metadata, routines };
+}
+
 /** Builds every service of the gateway (nothing runs yet: `Gateway.start` starts them once the servers listen). */
 export function buildServices(f: Foundation, cleanup: Cleanup): Services {
   const p = profileServices(f);
@@ -305,5 +326,6 @@ export function buildServices(f: Foundation, cleanup: Cleanup): Services {
   if (relay) cleanup.push(() => void relay.stop());
   const deliveries = deliveryService(f, p, chat, front, target, relay);
   const telegram = telegramBot(f, { ...p, chat });
-  return { ...p, chat, deliveries, peerRuns: runs, rooms, discussions, memberTurns, relay, coordination, quorum, telegram };
+  const botMode = botModeServices(f, p, chat);
+  return { ...p, chat, deliveries, peerRuns: runs, rooms, discussions, memberTurns, relay, coordination, quorum, telegram, ...botMode };
 }

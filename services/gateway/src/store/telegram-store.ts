@@ -2,7 +2,7 @@ import { type Db, statement } from "@hermes/common";
 import type { TelegramChat, TelegramWork } from "../core/telegram/intake.js";
 
 /**
- * The Telegram tables of the gateway's state.db (store/migrations/006-telegram.ts): the update
+ * The Telegram tables of the gateway's state.db (store/migrations/007-telegram.ts): the update
  * offset, the inbox of updates handed over and not finished, the chat and topic bindings, and the
  * chats refused once. Everything is keyed by the bot's numeric id, so two bots never share an offset.
  */

@@ -121,6 +121,35 @@ export interface Profile {
   aliases: string[];
   bot_chat_session_id: string;
   is_default: boolean;
+  /** Bot Mode metadata from profile.yaml (display_name above is already resolved). */
+  meta: ProfileMeta | undefined;
+}
+
+export interface ProfileMeta {
+  /** Display-only: mentions, rooms, deliveries and routines ignore it. */
+  hidden: boolean;
+  /** A section id, empty for Unassigned (a section that was deleted reads as Unassigned). */
+  section: string;
+  section_name: string;
+  avatar:
+    | Avatar
+    | undefined;
+  /** The clients' own data: a JSON object text (at most 16 KiB). */
+  ui_meta_json: string;
+  /** Fields of profile.yaml that are invalid and read as their defaults. */
+  problems: string[];
+}
+
+export interface Avatar {
+  /** blob, geometric or image. */
+  style: string;
+  /** Empty: the face is drawn from the profile name. */
+  seed: string;
+  locked: boolean;
+  /** round, organic, boxy, nub, cloud, sun, or empty (the seed chooses). */
+  silhouette: string;
+  /** What the face is drawn from: the seed, else the profile name. */
+  effective_seed: string;
 }
 
 export interface ListProfilesRequest {
@@ -182,6 +211,16 @@ export interface IdentityMigration {
 export interface IdentityMigration_CountsEntry {
   key: string;
   value: number;
+}
+
+export interface UpdateProfileRequest {
+  /** A name or a former name (alias). */
+  name: string;
+  /**
+   * A JSON object: display_name, hidden, section (id or name), avatar, ui_meta, title,
+   * description; null resets a field, avatar and ui_meta merge key by key.
+   */
+  patch_json: string;
 }
 
 export interface DeleteProfileRequest {
@@ -1078,6 +1117,7 @@ function createBaseProfile(): Profile {
     aliases: [],
     bot_chat_session_id: "",
     is_default: false,
+    meta: undefined,
   };
 }
 
@@ -1112,6 +1152,9 @@ export const Profile: MessageFns<Profile> = {
     }
     if (message.is_default !== false) {
       writer.uint32(80).bool(message.is_default);
+    }
+    if (message.meta !== undefined) {
+      ProfileMeta.encode(message.meta, writer.uint32(90).fork()).join();
     }
     return writer;
   },
@@ -1209,6 +1252,14 @@ export const Profile: MessageFns<Profile> = {
             message.is_default = reader.bool();
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.meta = ProfileMeta.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1236,6 +1287,229 @@ export const Profile: MessageFns<Profile> = {
     message.aliases = object.aliases?.map((e) => e) || [];
     message.bot_chat_session_id = object.bot_chat_session_id ?? "";
     message.is_default = object.is_default ?? false;
+    message.meta = (object.meta !== undefined && object.meta !== null)
+      ? ProfileMeta.fromPartial(object.meta)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseProfileMeta(): ProfileMeta {
+  return { hidden: false, section: "", section_name: "", avatar: undefined, ui_meta_json: "", problems: [] };
+}
+
+export const ProfileMeta: MessageFns<ProfileMeta> = {
+  encode(message: ProfileMeta, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.hidden !== false) {
+      writer.uint32(8).bool(message.hidden);
+    }
+    if (message.section !== "") {
+      writer.uint32(18).string(message.section);
+    }
+    if (message.section_name !== "") {
+      writer.uint32(26).string(message.section_name);
+    }
+    if (message.avatar !== undefined) {
+      Avatar.encode(message.avatar, writer.uint32(34).fork()).join();
+    }
+    if (message.ui_meta_json !== "") {
+      writer.uint32(42).string(message.ui_meta_json);
+    }
+    for (const v of message.problems) {
+      writer.uint32(50).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ProfileMeta {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseProfileMeta();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.hidden = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.section = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.section_name = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.avatar = Avatar.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.ui_meta_json = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.problems.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ProfileMeta>, I>>(base?: I): ProfileMeta {
+    return ProfileMeta.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ProfileMeta>, I>>(object: I): ProfileMeta {
+    const message = createBaseProfileMeta();
+    message.hidden = object.hidden ?? false;
+    message.section = object.section ?? "";
+    message.section_name = object.section_name ?? "";
+    message.avatar = (object.avatar !== undefined && object.avatar !== null)
+      ? Avatar.fromPartial(object.avatar)
+      : undefined;
+    message.ui_meta_json = object.ui_meta_json ?? "";
+    message.problems = object.problems?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseAvatar(): Avatar {
+  return { style: "", seed: "", locked: false, silhouette: "", effective_seed: "" };
+}
+
+export const Avatar: MessageFns<Avatar> = {
+  encode(message: Avatar, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.style !== "") {
+      writer.uint32(10).string(message.style);
+    }
+    if (message.seed !== "") {
+      writer.uint32(18).string(message.seed);
+    }
+    if (message.locked !== false) {
+      writer.uint32(24).bool(message.locked);
+    }
+    if (message.silhouette !== "") {
+      writer.uint32(34).string(message.silhouette);
+    }
+    if (message.effective_seed !== "") {
+      writer.uint32(42).string(message.effective_seed);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Avatar {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAvatar();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.style = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.seed = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.locked = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.silhouette = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.effective_seed = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<Avatar>, I>>(base?: I): Avatar {
+    return Avatar.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Avatar>, I>>(object: I): Avatar {
+    const message = createBaseAvatar();
+    message.style = object.style ?? "";
+    message.seed = object.seed ?? "";
+    message.locked = object.locked ?? false;
+    message.silhouette = object.silhouette ?? "";
+    message.effective_seed = object.effective_seed ?? "";
     return message;
   },
 };
@@ -1932,6 +2206,73 @@ export const IdentityMigration_CountsEntry: MessageFns<IdentityMigration_CountsE
   },
 };
 
+function createBaseUpdateProfileRequest(): UpdateProfileRequest {
+  return { name: "", patch_json: "" };
+}
+
+export const UpdateProfileRequest: MessageFns<UpdateProfileRequest> = {
+  encode(message: UpdateProfileRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.patch_json !== "") {
+      writer.uint32(18).string(message.patch_json);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UpdateProfileRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUpdateProfileRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.patch_json = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<UpdateProfileRequest>, I>>(base?: I): UpdateProfileRequest {
+    return UpdateProfileRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UpdateProfileRequest>, I>>(object: I): UpdateProfileRequest {
+    const message = createBaseUpdateProfileRequest();
+    message.name = object.name ?? "";
+    message.patch_json = object.patch_json ?? "";
+    return message;
+  },
+};
+
 function createBaseDeleteProfileRequest(): DeleteProfileRequest {
   return { name: "" };
 }
@@ -2401,6 +2742,16 @@ export const GatewayServiceService = {
     responseSerialize: (value: DeleteProfileReply): Buffer => Buffer.from(DeleteProfileReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): DeleteProfileReply => DeleteProfileReply.decode(value),
   },
+  /** Bot Mode metadata (profile.yaml) and title/description (config.yaml) as a JSON Merge Patch. */
+  updateProfile: {
+    path: "/hermes.v1.GatewayService/UpdateProfile" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: UpdateProfileRequest): Buffer => Buffer.from(UpdateProfileRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): UpdateProfileRequest => UpdateProfileRequest.decode(value),
+    responseSerialize: (value: Profile): Buffer => Buffer.from(Profile.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Profile => Profile.decode(value),
+  },
   /** One turn in a session of a profile (the canonical Bot Chat unless session_id is set). */
   chat: {
     path: "/hermes.v1.GatewayService/Chat" as const,
@@ -2424,6 +2775,8 @@ export interface GatewayServiceServer extends UntypedServiceImplementation {
    */
   renameProfile: handleUnaryCall<RenameProfileRequest, RenameProfileReply>;
   deleteProfile: handleUnaryCall<DeleteProfileRequest, DeleteProfileReply>;
+  /** Bot Mode metadata (profile.yaml) and title/description (config.yaml) as a JSON Merge Patch. */
+  updateProfile: handleUnaryCall<UpdateProfileRequest, Profile>;
   /** One turn in a session of a profile (the canonical Bot Chat unless session_id is set). */
   chat: handleUnaryCall<ChatRequest, ChatReply>;
 }
@@ -2522,6 +2875,22 @@ export interface GatewayServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DeleteProfileReply) => void,
+  ): ClientUnaryCall;
+  /** Bot Mode metadata (profile.yaml) and title/description (config.yaml) as a JSON Merge Patch. */
+  updateProfile(
+    request: UpdateProfileRequest,
+    callback: (error: ServiceError | null, response: Profile) => void,
+  ): ClientUnaryCall;
+  updateProfile(
+    request: UpdateProfileRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Profile) => void,
+  ): ClientUnaryCall;
+  updateProfile(
+    request: UpdateProfileRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Profile) => void,
   ): ClientUnaryCall;
   /** One turn in a session of a profile (the canonical Bot Chat unless session_id is set). */
   chat(request: ChatRequest, callback: (error: ServiceError | null, response: ChatReply) => void): ClientUnaryCall;

@@ -6,6 +6,7 @@ import { peerRunsMigration } from "./004-peer-runs.js";
 import { roomHostsAndDemotionsMigration } from "./005-room-hosts-demotions.js";
 import { roomReplicationMigration } from "./006-room-replication.js";
 import { telegramMigration } from "./007-telegram.js";
+import { routinesMigration } from "./008-routines.js";
 
 /**
  * The gateway's HERMES_HOME/state.db schema, numbered and applied in order at start
@@ -19,6 +20,7 @@ export const GATEWAY_MIGRATIONS: readonly Migration[] = [
   roomHostsAndDemotionsMigration,
   roomReplicationMigration,
   telegramMigration,
+  routinesMigration,
 ];
 
 /** A named profile's profiles/<name>/state.db (the default profile's transcripts live in the root one). */
