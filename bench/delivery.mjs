@@ -17,16 +17,20 @@
 //               `openai` the same minus the time spent in the provider call
 //   CPU         process CPU time per delivery in both phases: our compute cost, independent of how
 //               long the disk takes to fsync (which dominates the wall-clock figures on a busy VM)
+//   commits     SQLite commits that wrote something (each an fsync at synchronous=FULL) per delivery
+//               in both phases, counted on every database file of the process (state.db and the
+//               profiles' transcripts; bench/lib/commit-counter.mjs)
 // The machine's fsync cost is measured in the same run (the ratio shows how many commits' worth of
-// time one delivery costs).
+// time one delivery costs), and the load average is printed before and after.
 
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import Database from "better-sqlite3";
+import { installCommitCounter } from "./lib/commit-counter.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const DIST = {
@@ -68,6 +72,13 @@ try {
   process.exit(2);
 }
 const { Gateway } = gatewayModule;
+const commits = installCommitCounter();
+/** Commits per delivery since `reset()`: all files, and the gateway's state.db alone. */
+function commitsPer(deliveries, home) {
+  const byFile = commits.byFile();
+  const main = byFile.get(join(home, "state.db")) ?? 0;
+  return { all: commits.total() / deliveries, state_db: main / deliveries, transcripts: (commits.total() - main) / deliveries };
+}
 const { createLogger } = commonModule;
 
 const log = (line) => {
@@ -173,33 +184,46 @@ async function scenario(name, provider) {
       if (to === from) to = bots[(i + 1) % BOTS];
       return [from, to];
     };
+    // `send` acks once the delivery is committed (a promise; an older build answered at once).
+    const sendAndWait = async (from, to, text) => d.wait((await d.send(from, to, text)).delivery_id);
+    // Every ended delivery's notification written and recorded, so a phase's commits are all counted.
+    const state = new Database(join(home, "state.db"), { readonly: true });
+    const unnotified = state.prepare("SELECT count(*) FROM delivery_outbox WHERE notified_at IS NULL").pluck();
+    const allNotified = async () => {
+      while (unnotified.get() > 0) await new Promise((r) => setTimeout(r, 20));
+    };
     // Warm-up: every bot receives once (agents built, files cached).
-    await Promise.all(bots.map((b, i) => d.wait(d.send(bots[(i + 1) % BOTS], b, "warm up").delivery_id)));
+    await Promise.all(bots.map((b, i) => sendAndWait(bots[(i + 1) % BOTS], b, "warm up")));
+    await allNotified();
 
     // Throughput: everything enqueued at once.
+    commits.reset();
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     const waits = [];
     for (let i = 0; i < MESSAGES; i++) {
       const [from, to] = pair(i);
-      waits.push(d.wait(d.send(from, to, `note ${i}: please have a look at the figures`).delivery_id));
+      waits.push(sendAndWait(from, to, `note ${i}: please have a look at the figures`));
     }
     const enqueuedMs = performance.now() - t0;
     const receipts = await Promise.all(waits);
     const throughputMs = performance.now() - t0;
+    await allNotified();
     const cpu1 = process.cpuUsage(cpu0);
+    const throughputCommits = commitsPer(MESSAGES, home);
     const settled = receipts.filter((r) => r.state === "settled").length;
 
     // Latency: one at a time, so nothing queues.
     const e2e = [];
     const own = [];
     const enqueue = [];
+    commits.reset();
     const cpu2 = process.cpuUsage();
     for (let i = 0; i < SAMPLES; i++) {
       const [from, to] = pair(i + 7);
       fetchMs = 0;
       const s0 = performance.now();
-      const ack = d.send(from, to, `sample ${i}`);
+      const ack = await d.send(from, to, `sample ${i}`);
       const s1 = performance.now();
       await d.wait(ack.delivery_id);
       const s2 = performance.now();
@@ -207,7 +231,10 @@ async function scenario(name, provider) {
       e2e.push(s2 - s0);
       own.push(s2 - s0 - fetchMs);
     }
+    await allNotified();
     const cpu3 = process.cpuUsage(cpu2);
+    const latencyCommits = commitsPer(SAMPLES, home);
+    state.close();
     await gateway.stop();
     const sort = (a) => [...a].sort((x, y) => x - y);
     const [se2e, sown, senq] = [sort(e2e), sort(own), sort(enqueue)];
@@ -223,6 +250,7 @@ async function scenario(name, provider) {
         per_second: (MESSAGES / throughputMs) * 1000,
         // CPU of this process per delivery (user + system; time blocked in fsync is not CPU).
         cpu_ms_per_delivery: (cpu1.user + cpu1.system) / 1000 / MESSAGES,
+        commits_per_delivery: throughputCommits,
       },
       latency: {
         samples: SAMPLES,
@@ -234,6 +262,7 @@ async function scenario(name, provider) {
         own_p99_ms: percentile(sown, 99),
         cpu_ms_per_delivery: (cpu3.user + cpu3.system) / 1000 / SAMPLES,
         cpu_user_ms_per_delivery: cpu3.user / 1000 / SAMPLES,
+        commits_per_delivery: latencyCommits,
       },
     };
   } finally {
@@ -241,6 +270,12 @@ async function scenario(name, provider) {
   }
 }
 
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(", ");
+const loadBefore = load();
+log(`load average (1, 5, 15 min) before: ${loadBefore}`);
 const scratch = mkdtempSync(join(tmpdir(), "hermes-bench-fsync-"));
 mkdirSync(scratch, { recursive: true });
 const commitMs = commitCost(scratch);
@@ -274,6 +309,8 @@ for (const r of results) {
     `  CPU per delivery (this process, user + system): ${ms(r.throughput.cpu_ms_per_delivery)} under load, ${ms(l.cpu_ms_per_delivery)} one at a time (user ${ms(l.cpu_user_ms_per_delivery)})` +
       (r.scenario === "openai" ? " (includes the in-process provider server)" : ""),
   );
+  const c = (x) => `${x.all.toFixed(2)} (state.db ${x.state_db.toFixed(2)}, transcripts ${x.transcripts.toFixed(2)})`;
+  log(`  fsynced commits per delivery: ${c(r.throughput.commits_per_delivery)} under load, ${c(l.commits_per_delivery)} one at a time`);
   log(`  enqueue (send → ack): p50 ${ms(l.enqueue_p50_ms)}, p99 ${ms(l.enqueue_p99_ms)}`);
   log(`  enqueue → settled:    p50 ${ms(l.settled_p50_ms)}, p99 ${ms(l.settled_p99_ms)}`);
   if (r.scenario === "openai") log(`  of which ours (minus the provider call): p50 ${ms(l.own_p50_ms)}, p99 ${ms(l.own_p99_ms)}`);
@@ -291,4 +328,10 @@ if (local && openai) {
   );
   log(`  our share of the openai latency at p50: ${((openai.latency.own_p50_ms / openai.latency.settled_p50_ms) * 100).toFixed(0)} %`);
 }
-if (opts.json) process.stdout.write(`${JSON.stringify({ commit_ms: commitMs, model_ms: MODEL_MS, results }, null, 2)}\n`);
+const loadAfter = load();
+log(`\nload average (1, 5, 15 min) after: ${loadAfter}`);
+if (opts.json) {
+  process.stdout.write(
+    `${JSON.stringify({ commit_ms: commitMs, model_ms: MODEL_MS, load_before: loadBefore, load_after: loadAfter, results }, null, 2)}\n`,
+  );
+}
