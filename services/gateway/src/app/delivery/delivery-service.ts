@@ -44,7 +44,7 @@ export type WorkReport =
   | { side: "outbox"; event: Extract<OutboxEvent, { kind: "transport_answered" | "transport_failed" | "notified" }> };
 
 export interface DeliveryServiceEvents {
-  /** Work for the delivery worker, emitted once the commit it depends on is durable. */
+  /** Work for the delivery worker, emitted once the commit it depends on is durable (a lane request at once). */
   work: [work: DeliveryWork];
 }
 
@@ -88,6 +88,9 @@ export class DeliveryService implements MessageAgentHost {
   private readonly targetWaiters = new OutcomeWaiters();
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private sweeper: NodeJS.Timeout | undefined;
+  /** Steps decided while an earlier step's effects are being applied. */
+  private readonly queued: { side: Side; effects: (OutboxEffect | IngressEffect)[] }[] = [];
+  private applying = false;
 
   constructor(private readonly deps: DeliveryServiceDeps) {
     const { settings } = deps;
@@ -119,10 +122,28 @@ export class DeliveryService implements MessageAgentHost {
   private step(side: "outbox", event: OutboxEvent): void;
   private step(side: "ingress", event: IngressEvent): void;
   private step(side: Side, event: OutboxEvent | IngressEvent): void {
+    // Decided at once (a refusal throws to the caller); applied in decision order.
+    this.apply(side, this.handle(side, event));
+  }
+
+  /**
+   * Applies a step's effects. A step decided while another one's effects are applied (the worker
+   * reporting a lane it was granted at once) is applied after it, into the same batch, so the batch's
+   * writes stay in the order they were decided.
+   */
+  private apply(side: Side, effects: (OutboxEffect | IngressEffect)[]): void {
+    this.queued.push({ side, effects });
+    if (this.applying) return;
+    this.applying = true;
     const writes: DeliveryWrite[] = [];
     const after: (() => void)[] = [];
-    this.visit(side, this.handle(side, event), writes, after);
-    this.commit.add(writes, after);
+    try {
+      for (let next = this.queued.shift(); next !== undefined; next = this.queued.shift())
+        this.visit(next.side, next.effects, writes, after);
+    } finally {
+      this.applying = false;
+      this.commit.add(writes, after);
+    }
   }
 
   private handle(side: Side, event: OutboxEvent | IngressEvent): (OutboxEffect | IngressEffect)[] {
@@ -173,6 +194,11 @@ export class DeliveryService implements MessageAgentHost {
           break;
         case "abandon_waiters":
           after.push(() => (side === "outbox" ? this.senderWaiters : this.targetWaiters).abandonAll(effect.error));
+          break;
+        case "open_session":
+          // Asking for a Bot Chat's lane shows nothing to anyone, so it does not wait for the commit: a
+          // lane granted at once lets the claim ride in the same commit as the admission.
+          this.events.emit("work", effect);
           break;
         default:
           after.push(() => this.events.emit("work", effect));
