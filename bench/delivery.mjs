@@ -22,24 +22,26 @@
 //               profiles' transcripts; bench/lib/commit-counter.mjs)
 // The machine's fsync cost is measured in the same run (the ratio shows how many commits' worth of
 // time one delivery costs), and the load average is printed before and after.
+//
+// `--baseline <checkout>` measures the same scenarios on another checkout's build (e.g. a worktree
+// of main, built with `npx tsc -b tsconfig.build.json`) in a child process of the same run, first,
+// and prints this build's figures as ratios of it. `--root <checkout>` says whose build this process
+// measures (default: this one).
 
+import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { createRequire } from "node:module";
 import { loadavg, tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import Database from "better-sqlite3";
 import { installCommitCounter } from "./lib/commit-counter.mjs";
-
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const DIST = {
-  gateway: join(ROOT, "services/gateway/dist/index.js"),
-  common: join(ROOT, "services/common/dist/index.js"),
-};
 
 const { values: opts } = parseArgs({
   options: {
+    root: { type: "string", default: fileURLToPath(new URL("..", import.meta.url)) },
+    baseline: { type: "string" },
     bots: { type: "string", default: "100" },
     messages: { type: "string", default: "5000" },
     samples: { type: "string", default: "500" },
@@ -57,6 +59,13 @@ const int = (name, min = 0) => {
   }
   return n;
 };
+const ROOT = resolve(opts.root);
+const DIST = {
+  gateway: join(ROOT, "services/gateway/dist/index.js"),
+  common: join(ROOT, "services/common/dist/index.js"),
+};
+// The better-sqlite3 the gateway under test loads (another checkout has its own copy): its commits are counted.
+const Database = createRequire(join(ROOT, "services/gateway/package.json"))("better-sqlite3");
 const BOTS = int("bots", 2);
 const MESSAGES = int("messages", 1);
 const SAMPLES = int("samples", 1);
@@ -72,7 +81,7 @@ try {
   process.exit(2);
 }
 const { Gateway } = gatewayModule;
-const commits = installCommitCounter();
+const commits = installCommitCounter(Database);
 /** Commits per delivery since `reset()`: all files, and the gateway's state.db alone. */
 function commitsPer(deliveries, home) {
   const byFile = commits.byFile();
@@ -282,6 +291,17 @@ const commitMs = commitCost(scratch);
 rmSync(scratch, { recursive: true, force: true });
 log(`machine: one fsynced SQLite commit (WAL, synchronous=FULL) = ${ms(commitMs)}`);
 
+/** The same scenarios on the baseline checkout's build, in a child process (its own modules and counter). */
+function measureBaseline(checkout) {
+  const args = [fileURLToPath(import.meta.url), "--root", checkout, "--json"];
+  for (const name of ["bots", "messages", "samples", "model-ms", "scenarios"]) args.push(`--${name}`, opts[name]);
+  log(`baseline: measuring ${resolve(checkout)} first, in a child process`);
+  const out = execFileSync(process.execPath, args, { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 64 << 20 });
+  return JSON.parse(out);
+}
+const baseline = opts.baseline ? measureBaseline(opts.baseline) : undefined;
+if (baseline) log(`baseline: one fsynced commit = ${ms(baseline.commit_ms)}; measuring ${ROOT}`);
+
 const results = [];
 for (const name of opts.scenarios.split(",").map((s) => s.trim())) {
   if (name === "local") results.push(await scenario("local"));
@@ -328,10 +348,31 @@ if (local && openai) {
   );
   log(`  our share of the openai latency at p50: ${((openai.latency.own_p50_ms / openai.latency.settled_p50_ms) * 100).toFixed(0)} %`);
 }
+if (baseline) {
+  const ratio = (x, y) => `${(x / y).toFixed(2)}×`;
+  for (const r of results) {
+    const b = baseline.results.find((x) => x.scenario === r.scenario);
+    if (!b) continue;
+    const [t, bt, l, bl] = [r.throughput, b.throughput, r.latency, b.latency];
+    log(`\n[${r.scenario}] this build vs the baseline (${resolve(opts.baseline)}), same run`);
+    log(`  throughput:             ${t.per_second.toFixed(0)}/s vs ${bt.per_second.toFixed(0)}/s = ${ratio(t.per_second, bt.per_second)}`);
+    log(
+      `  commits per delivery:   ${t.commits_per_delivery.all.toFixed(2)} vs ${bt.commits_per_delivery.all.toFixed(2)} under load, ` +
+        `${l.commits_per_delivery.all.toFixed(2)} vs ${bl.commits_per_delivery.all.toFixed(2)} one at a time`,
+    );
+    log(
+      `  CPU per delivery:       ${ms(t.cpu_ms_per_delivery)} vs ${ms(bt.cpu_ms_per_delivery)} under load (${ratio(t.cpu_ms_per_delivery, bt.cpu_ms_per_delivery)}), ` +
+        `${ms(l.cpu_ms_per_delivery)} vs ${ms(bl.cpu_ms_per_delivery)} one at a time`,
+    );
+    log(
+      `  enqueue → settled p50:  ${ms(l.settled_p50_ms)} vs ${ms(bl.settled_p50_ms)}; p99 ${ms(l.settled_p99_ms)} vs ${ms(bl.settled_p99_ms)}`,
+    );
+  }
+}
 const loadAfter = load();
 log(`\nload average (1, 5, 15 min) after: ${loadAfter}`);
 if (opts.json) {
   process.stdout.write(
-    `${JSON.stringify({ commit_ms: commitMs, model_ms: MODEL_MS, load_before: loadBefore, load_after: loadAfter, results }, null, 2)}\n`,
+    `${JSON.stringify({ root: ROOT, commit_ms: commitMs, model_ms: MODEL_MS, load_before: loadBefore, load_after: loadAfter, results, baseline }, null, 2)}\n`,
   );
 }

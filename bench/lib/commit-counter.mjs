@@ -3,14 +3,13 @@
 //   - `COMMIT` (what `db.transaction(fn)` runs at its end) counts when a statement inside changed a row;
 //   - a write statement run outside a transaction (autocommit) counts when it changed a row.
 // Reads and empty commits write no WAL frame, so they are not counted. The gateway under test imports
-// the same better-sqlite3 module, so its commits are counted too. Install before opening databases.
-
-import Database from "better-sqlite3";
+// the better-sqlite3 module it is given (the one the gateway under test loads), so the gateway's
+// commits are counted. Install before opening databases.
 
 const TRANSACTION_CONTROL = /^\s*(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)\b/i;
 
-/** Starts counting; returns the counter (`total()`, `byFile()`, `reset()`). */
-export function installCommitCounter() {
+/** Starts counting the commits of `Database` (better-sqlite3); returns the counter (`total()`, `byFile()`, `reset()`). */
+export function installCommitCounter(Database) {
   const counts = new Map();
   /** Databases whose open transaction has changed a row. */
   const dirty = new WeakSet();
