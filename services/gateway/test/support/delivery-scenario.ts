@@ -33,6 +33,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogger, type Db, HermesError, openDatabase } from "@hermes/common";
+import type { ScenarioDirective } from "../../../../test/support/scenario-script.js";
 import type { DeliveryWork } from "../../src/app/delivery/delivery-service.js";
 import { DeliveryService } from "../../src/app/delivery/delivery-service.js";
 import type { DeliveryRoster } from "../../src/app/delivery/roster.js";
@@ -42,7 +43,6 @@ import type { SessionService } from "../../src/app/sessions.js";
 import type { DeliveryReason } from "../../src/core/delivery/reasons.js";
 import type { Receipt, ReceiptState } from "../../src/core/delivery/receipt.js";
 import { describeEffect, T0 } from "../../src/core/delivery/testing/machine-fixtures.js";
-import { tokenize } from "../../src/core/rooms/testing/scenario-script.js";
 import { DeliveriesStore } from "../../src/store/deliveries-store.js";
 import { GATEWAY_MIGRATIONS } from "../../src/store/migrations/index.js";
 
@@ -144,8 +144,8 @@ export class DeliveryScenario {
     );
   }
 
-  async run(directive: string): Promise<string> {
-    const { command, positional: p, named } = tokenize(directive);
+  async run(directive: ScenarioDirective): Promise<string> {
+    const { command, positional: p, named } = directive;
     try {
       await this.execute(command, p, named);
     } catch (err) {

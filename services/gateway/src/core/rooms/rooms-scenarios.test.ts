@@ -2,7 +2,7 @@ import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { diffLines, parseScenario, rewriteScenario, ScenarioWorld } from "./testing/scenario-script.js";
+import { parseScenario, rewriteScenario, ScenarioWorld } from "./testing/scenario-script.js";
 
 /**
  * Runs every testdata/*.txt script (etcd-raft style). Each directive's output must equal the block
@@ -13,6 +13,20 @@ const TESTDATA = fileURLToPath(new URL("./testdata", import.meta.url));
 const files = readdirSync(TESTDATA)
   .filter((name) => name.endsWith(".txt"))
   .sort();
+
+function diffLines(expected: string, actual: string): string {
+  const want = expected.split("\n");
+  const got = actual.split("\n");
+  const out: string[] = [];
+  for (let i = 0; i < Math.max(want.length, got.length); i++) {
+    if (want[i] === got[i]) out.push(`  ${want[i]}`);
+    else {
+      if (want[i] !== undefined) out.push(`- ${want[i]}`);
+      if (got[i] !== undefined) out.push(`+ ${got[i]}`);
+    }
+  }
+  return out.join("\n");
+}
 
 describe("room scenarios (testdata/*.txt)", () => {
   it("has scenario files", () => {

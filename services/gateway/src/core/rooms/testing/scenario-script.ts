@@ -58,29 +58,13 @@ export function rewriteScenario(text: string, cases: ScenarioCase[], actual: str
   return lines.join("\n");
 }
 
-/** An expected and an actual output block, line by line ("- " expected, "+ " actual). */
-export function diffLines(expected: string, actual: string): string {
-  const want = expected.split("\n");
-  const got = actual.split("\n");
-  const out: string[] = [];
-  for (let i = 0; i < Math.max(want.length, got.length); i++) {
-    if (want[i] === got[i]) out.push(`  ${want[i]}`);
-    else {
-      if (want[i] !== undefined) out.push(`- ${want[i]}`);
-      if (got[i] !== undefined) out.push(`+ ${got[i]}`);
-    }
-  }
-  return out.join("\n");
-}
-
-export interface Directive {
+interface Directive {
   command: string;
   positional: string[];
   named: Map<string, string>;
 }
 
-/** A directive's command, positional arguments and key=value arguments (values may be quoted). */
-export function tokenize(directive: string): Directive {
+function tokenize(directive: string): Directive {
   const tokens: string[] = [];
   const re = /(\S+?=)"((?:[^"\\]|\\.)*)"|"((?:[^"\\]|\\.)*)"|(\S+)/g;
   for (const match of directive.matchAll(re)) {
