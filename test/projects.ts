@@ -23,6 +23,7 @@ export const TEST_FILES = [
 
 export const CORE_TESTS = [
   "services/*/src/core/**/*.test.ts",
+  "services/common/src/pure/**/*.test.ts",
   "services/cli/src/up/demo-plan.test.ts",
   "services/*/test/layers.test.ts",
   "proto/test/generated-current.test.ts",

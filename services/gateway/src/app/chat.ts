@@ -53,9 +53,9 @@ export interface TurnOutput {
   tool_calls: number;
 }
 
-/** What message_agent needs (the delivery outbox and roster): queue a delivery on behalf of a bot, ack at once. */
+/** What message_agent needs (the delivery service and roster): queue a delivery on behalf of a bot, ack once it is committed. */
 export interface MessageAgentHost {
-  send(from: string, target: string, message: string): { status: "queued"; delivery_id: string };
+  send(from: string, target: string, message: string): Promise<{ status: "queued"; delivery_id: string }>;
   /** The teammate roster of a bot's canonical Bot Chat. */
   roster(profile: string): RosterEntry[];
 }
@@ -420,7 +420,7 @@ export class ChatService {
         conversation.push({ role: "assistant", content: assistantText, tool_calls: result.tool_calls });
         stored.push({ role: "assistant", content: assistantText, meta: { ...meta, tool_calls: result.tool_calls }, created_at: now() });
         for (const call of result.tool_calls) {
-          const content = this.runTool(profile, tools, call, effects);
+          const content = await this.runTool(profile, tools, call, effects);
           conversation.push({ role: "tool", tool_call_id: call.id, name: call.name, content });
           stored.push({ role: "tool", content, meta: { tool_call_id: call.id, name: call.name }, created_at: now() });
         }
@@ -485,13 +485,13 @@ export class ChatService {
   }
 
   /** Executes one tool call; the result (or a typed error) goes back to the model as JSON. */
-  private runTool(profile: string, offered: readonly ToolSpec[], call: ToolCall, effects: { tool_calls: number }): string {
+  private async runTool(profile: string, offered: readonly ToolSpec[], call: ToolCall, effects: { tool_calls: number }): Promise<string> {
     try {
       if (call.name !== MESSAGE_AGENT_TOOL_NAME || !offered.some((t) => t.name === call.name) || !this.host) {
         throw new HermesError("method_not_found", `tool ${call.name} is not available in this chat`);
       }
       const args = parseMessageAgentArgs(call.arguments);
-      const ack = this.host.send(profile, args.target, args.message);
+      const ack = await this.host.send(profile, args.target, args.message);
       effects.tool_calls++;
       return JSON.stringify(ack);
     } catch (err) {

@@ -5,6 +5,7 @@ import type { GatewayStatus } from "@hermes/proto/hermes/v1/gateway";
 import type { ChatService } from "../app/chat.js";
 import type { GatewaySettings } from "../app/config.js";
 import type { DeliveryService } from "../app/delivery/delivery-service.js";
+import type { DeliveryWorker } from "../app/delivery/delivery-worker.js";
 import type { PeerRuns } from "../app/peers/peer-runs.js";
 import type { ProfileService } from "../app/profiles.js";
 import type { RelayLink } from "../app/relay/relay-link.js";
@@ -45,8 +46,10 @@ export class Gateway {
   readonly sessions: SessionService;
   readonly profiles: ProfileService;
   readonly chat: ChatService;
-  /** Bot-to-bot delivery (outbox, ingress, receipts). */
+  /** Bot-to-bot delivery (the outbox and ingress machines, their group commit, receipts). */
   readonly deliveries: DeliveryService;
+  /** Runs the deliveries' turns, transports and notifications. */
+  private readonly deliveryWorker: DeliveryWorker;
   /** Turns other gateways run here (`hermes peer dm/run`). */
   readonly peerRuns: PeerRuns;
   /** Replicated rooms (store, group commit, replication, authority). */
@@ -89,6 +92,7 @@ export class Gateway {
     this.profiles = s.profiles;
     this.chat = s.chat;
     this.deliveries = s.deliveries;
+    this.deliveryWorker = s.deliveryWorker;
     this.peerRuns = s.peerRuns;
     this.rooms = s.rooms;
     this.discussions = s.discussions;
@@ -205,7 +209,8 @@ export class Gateway {
       await telegramStopping;
       await this.telegram?.stop(grace);
       await this.routines.stop();
-      await this.deliveries.stop();
+      await this.deliveryWorker.stop();
+      this.deliveries.stop();
       this.liveRouting.persistAll();
       this.writeHeartbeats("stopped");
       this.profileDbs.closeAll();

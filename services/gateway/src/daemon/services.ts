@@ -2,9 +2,8 @@ import { type Cleanup, isoTime } from "@hermes/common";
 import { registerMemberTurnTunnel, registerRoomTunnel } from "../api/tunnel/room-tunnel.js";
 import { BotMetadata } from "../app/botmode/bot-metadata.js";
 import { ChatService } from "../app/chat.js";
-import { DeliveryService, deliveryLanes } from "../app/delivery/delivery-service.js";
-import { DeliveryIngress } from "../app/delivery/ingress.js";
-import { Outbox } from "../app/delivery/outbox.js";
+import { DeliveryService } from "../app/delivery/delivery-service.js";
+import { DeliveryWorker } from "../app/delivery/delivery-worker.js";
 import { DeliveryRoster } from "../app/delivery/roster.js";
 import { ModelConfigSource } from "../app/model-config.js";
 import { type PeerDirectory, peerDirectory } from "../app/peers/peer-directory.js";
@@ -35,12 +34,13 @@ import { VERSION } from "./version.js";
  * The services of a gateway, built in the order they depend on each other (each one complete when
  * it is built; later ones subscribe to the events of earlier ones):
  *
- *   profiles → relay routes → delivery roster, outbox → turn engine → delivery ingress → peer runs
- *   → room log, discussion driver, rooms → relay link → delivery service → the Telegram bot
+ *   profiles → relay routes → deliveries (roster, machines, group commit) → turn engine → peer runs
+ *   → room log, discussion driver, rooms → relay link → delivery worker → the Telegram bot
  *   → Bot Mode metadata, routines
  *
- * The cycles of the domain are cut at their seams: a turn's message_agent only needs the outbox
- * (a commit), which the delivery service, built last, subscribes to; the relay's channel, roster
+ * The cycles of the domain are cut at their seams: a turn's message_agent and the relay link's
+ * incoming mail only need the delivery service (its machines and commit), whose work (turns in the
+ * engine, transports, notifications) the delivery worker, built last, subscribes to; the relay's channel, roster
  * and tunnel exist before the services that use them, its stream after the ones it serves; the
  * discussion driver is built on the room log and subscribes to it, and the rooms service asks it
  * for status.
@@ -52,6 +52,7 @@ export interface Services {
   peers: PeerDirectory;
   chat: ChatService;
   deliveries: DeliveryService;
+  deliveryWorker: DeliveryWorker;
   peerRuns: PeerRuns;
   rooms: RoomsService;
   discussions: DiscussionDriver;
@@ -84,8 +85,8 @@ function relayRoutes(f: Foundation, cleanup: Cleanup): RelayRoutes | undefined {
   return routes;
 }
 
-/** The turn engine, offering message_agent through the outbox (built before it) in canonical Bot Chats. */
-function turnEngine(f: Foundation, p: ProfileServices, outbox: Outbox): ChatService {
+/** The turn engine, offering message_agent through the delivery service (built before it) in canonical Bot Chats. */
+function turnEngine(f: Foundation, p: ProfileServices, deliveries: DeliveryService): ChatService {
   return new ChatService({
     db: f.db,
     profileDbs: f.profileDbs,
@@ -95,7 +96,7 @@ function turnEngine(f: Foundation, p: ProfileServices, outbox: Outbox): ChatServ
     logger: f.logger,
     gatewayId: f.id,
     modelConfig: p.config,
-    messaging: outbox,
+    messaging: deliveries,
     agents: f.settings.agents,
     registry: f.metrics.registry,
   });
@@ -191,10 +192,9 @@ function roomServices(f: Foundation, p: ProfileServices, chat: ChatService, rela
   return { rooms, discussions, memberTurns, coordination, quorum };
 }
 
-/** The sending half of deliveries, which the turn engine needs: who can be messaged, and the outbox. */
-function deliveryFront(f: Foundation, p: ProfileServices, routes: RelayRoutes | undefined) {
-  const store = new DeliveriesStore(f.db);
-  const roster = new DeliveryRoster({
+/** Who can be messaged: local profiles, peers, the relay's bots. */
+function deliveryRoster(f: Foundation, p: ProfileServices, routes: RelayRoutes | undefined): DeliveryRoster {
+  return new DeliveryRoster({
     db: f.db,
     profiles: p.profiles,
     config: p.config,
@@ -202,38 +202,23 @@ function deliveryFront(f: Foundation, p: ProfileServices, routes: RelayRoutes | 
     remote: routes?.remote,
     relayConnection: routes?.connection,
   });
-  const outbox = new Outbox({
-    store,
+}
+
+/** The delivery machines and their group commit (what message_agent and relayed mail need). */
+function deliveryService(f: Foundation, p: ProfileServices, roster: DeliveryRoster): DeliveryService {
+  return new DeliveryService({
+    store: new DeliveriesStore(f.db),
     profiles: p.profiles,
+    sessions: p.sessions,
     roster,
+    flushRouting: () => f.routing.flush(),
     clock: f.clock,
     logger: f.logger,
     gatewayId: f.id,
     settings: f.settings.delivery,
+    registry: f.metrics.registry,
   });
-  return { store, roster, outbox };
 }
-
-type DeliveryFront = ReturnType<typeof deliveryFront>;
-
-/** The target half: mail for this gateway's bots (local, from peers, from the relay) runs through the turn engine. */
-function deliveryIngress(f: Foundation, p: ProfileServices, front: DeliveryFront, chat: ChatService) {
-  const lanes = deliveryLanes(f.settings.delivery, f.metrics.registry);
-  const ingress = new DeliveryIngress({
-    store: front.store,
-    profiles: p.profiles,
-    sessions: p.sessions,
-    chat,
-    clock: f.clock,
-    logger: f.logger,
-    settings: f.settings.delivery,
-    metrics: lanes.metrics,
-    lanes: lanes.ingress,
-  });
-  return { lanes, ingress };
-}
-
-type DeliveryIngressParts = ReturnType<typeof deliveryIngress>;
 
 function peerRuns(f: Foundation, p: ProfileServices, chat: ChatService): PeerRuns {
   return new PeerRuns({
@@ -253,7 +238,7 @@ function relayLink(
   f: Foundation,
   p: ProfileServices,
   routes: RelayRoutes,
-  ingress: DeliveryIngress,
+  deliveries: DeliveryService,
   served: { rooms: RoomsService; memberTurns: MemberTurnServer },
 ): RelayLink {
   const tunnelHandlers = new TunnelHandlers();
@@ -267,28 +252,27 @@ function relayLink(
     clock: f.clock,
     profiles: p.profiles,
     config: p.config,
-    ingress,
+    deliveries,
     tunnelHandlers,
     outcomeTimeoutMs: f.settings.delivery.peerTimeoutMs,
   });
 }
 
-/** What moves the outbox's mail (built last: it needs every transport, the relay's included). */
-function deliveryService(
+/** What does the deliveries' work: turns in the engine, the transports (the relay's included), notifications. */
+function deliveryWorker(
   f: Foundation,
   p: ProfileServices,
   chat: ChatService,
-  front: DeliveryFront,
-  target: DeliveryIngressParts,
+  deliveries: DeliveryService,
+  roster: DeliveryRoster,
   relay: RelayLink | undefined,
-): DeliveryService {
-  return new DeliveryService({
-    ...front,
-    ...target,
-    profileDbs: f.profileDbs,
-    profiles: p.profiles,
-    sessions: p.sessions,
+): DeliveryWorker {
+  return new DeliveryWorker({
+    deliveries,
     chat,
+    sessions: p.sessions,
+    profileDbs: f.profileDbs,
+    roster,
     peers: p.peers,
     relay: relay?.transport,
     clock: f.clock,
@@ -316,16 +300,30 @@ function botModeServices(f: Foundation, p: ProfileServices, chat: ChatService) {
 export function buildServices(f: Foundation, cleanup: Cleanup): Services {
   const p = profileServices(f);
   const routes = relayRoutes(f, cleanup);
-  const front = deliveryFront(f, p, routes);
-  const chat = turnEngine(f, p, front.outbox);
-  const target = deliveryIngress(f, p, front, chat);
+  const roster = deliveryRoster(f, p, routes);
+  const deliveries = deliveryService(f, p, roster);
+  const chat = turnEngine(f, p, deliveries);
   const runs = peerRuns(f, p, chat);
   const { rooms, discussions, memberTurns, coordination, quorum } = roomServices(f, p, chat, routes);
   cleanup.push(() => void rooms.stop());
-  const relay = routes ? relayLink(f, p, routes, target.ingress, { rooms, memberTurns }) : undefined;
+  const relay = routes ? relayLink(f, p, routes, deliveries, { rooms, memberTurns }) : undefined;
   if (relay) cleanup.push(() => void relay.stop());
-  const deliveries = deliveryService(f, p, chat, front, target, relay);
+  const worker = deliveryWorker(f, p, chat, deliveries, roster, relay);
   const telegram = telegramBot(f, { ...p, chat });
   const botMode = botModeServices(f, p, chat);
-  return { ...p, chat, deliveries, peerRuns: runs, rooms, discussions, memberTurns, relay, coordination, quorum, telegram, ...botMode };
+  return {
+    ...p,
+    chat,
+    deliveries,
+    deliveryWorker: worker,
+    peerRuns: runs,
+    rooms,
+    discussions,
+    memberTurns,
+    relay,
+    coordination,
+    quorum,
+    telegram,
+    ...botMode,
+  };
 }
