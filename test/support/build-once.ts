@@ -3,7 +3,8 @@ import { fileURLToPath } from "node:url";
 
 /**
  * Vitest global setup: tests that start real `hermes` processes run the built code, so build it
- * (incremental `tsc -b`, about a second when nothing changed) once before any test file runs.
+ * (incremental `tsc -b`, about a second when nothing changed, and the console when its sources
+ * changed) once before any test file runs.
  */
 export default function setup(): void {
   const root = fileURLToPath(new URL("../..", import.meta.url));
@@ -15,4 +16,9 @@ export default function setup(): void {
       stdio: "inherit",
     },
   );
+  // The web console the gateways serve (vite; skipped when dist/ is newer than its sources).
+  execFileSync(process.execPath, [fileURLToPath(new URL("../../services/console/build.mjs", import.meta.url)), "--if-stale"], {
+    cwd: root,
+    stdio: "inherit",
+  });
 }

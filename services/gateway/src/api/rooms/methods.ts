@@ -136,7 +136,7 @@ const serverStream = <P, I, R>(m: ServerStreamDefinition<P, I, R>): ServerStream
 const subscription = <P extends TailParams>(m: SubscriptionDefinition<P>): SubscriptionRoomMethod<P> => ({ kind: "subscription", ...m });
 
 /** A method's params, or `invalid_params` naming the field of the first issue (`data.field`). */
-export function parseParams<P>(method: MethodBase<P>, raw: unknown): P {
+export function parseParams<P>(method: Pick<MethodBase<P>, "params" | "parse">, raw: unknown): P {
   if (method.parse) return method.parse(raw);
   const parsed = method.params.safeParse(raw ?? {});
   if (parsed.success) return parsed.data;
