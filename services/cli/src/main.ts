@@ -4,6 +4,7 @@ import { registerDeliveriesCommands } from "./commands/deliveries.js";
 import { registerGatewayCommands } from "./commands/gateway.js";
 import { registerGroupsCommands } from "./commands/groups.js";
 import { registerMessageCommand } from "./commands/message.js";
+import { registerOpsCommands } from "./commands/ops.js";
 import { registerPeerCommands } from "./commands/peer.js";
 import { registerProfileCommands } from "./commands/profile.js";
 import { registerRelayCommands } from "./commands/relay.js";
@@ -68,6 +69,7 @@ export function buildProgram(exit: { code: number }): Command {
   registerDeliveriesCommands(program, run);
   registerPeerCommands(program, run);
   registerUpCommand(program, run);
+  registerOpsCommands(program, run, exit);
   return program;
 }
 
@@ -80,12 +82,27 @@ export async function main(argv: string[]): Promise<number> {
     await program.parseAsync(argv);
   } catch (err) {
     if (err instanceof CommanderError) {
-      // --help, --version and `help CMD` exit 0; help shown because a subcommand is missing is a usage error.
-      return err.exitCode === 0 ? 0 : 2;
+      // --help, --version and `help CMD` exit 0; help shown because a subcommand is missing is a usage error
+      // (for `hermes check`, a monitoring plugin, that is UNKNOWN: 3).
+      return err.exitCode === 0 ? 0 : commandName(argv) === "check" ? 3 : 2;
     }
     throw err;
   }
   return exit.code;
+}
+
+/** Options of the program that take a value (their value is not the command's name). */
+const GLOBAL_VALUE_OPTIONS = new Set(["--home", "--gateway", "--key", "-p", "--profile"]);
+
+/** The command a command line names (its first word that is neither an option nor an option's value). */
+function commandName(argv: string[]): string | undefined {
+  const words = argv.slice(2);
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i]!;
+    if (GLOBAL_VALUE_OPTIONS.has(w)) i++;
+    else if (!w.startsWith("-")) return w;
+  }
+  return undefined;
 }
 
 function allCommands(c: Command): Command[] {

@@ -17,8 +17,9 @@ function uptime(s: number | null): string {
 function picture(status: MeshStatus): SVGElement {
   const n = Math.max(1, status.gateways.length);
   const width = Math.max(720, n * (BOX_W + GAP) + GAP);
-  const height = 300;
-  const gy = 190;
+  const hubs = status.relay !== null || status.coordinator !== null;
+  const gy = hubs ? 190 : 20;
+  const height = gy + BOX_H + 26;
   const gx = (i: number) => GAP + i * ((width - GAP) / n) + ((width - GAP) / n - GAP - BOX_W) / 2;
   const hub = { x: width / 2, y: 56 };
   const parts: SVGElement[] = [];
