@@ -21,7 +21,8 @@ Exit codes (every command):
      answer in time, a turn or delivery that failed, a peer with no key configured or one that
      refuses the key we hold for it (fix the peer or its stored key, or retry)
   2  usage error or refusal: bad arguments, an invalid config, a request the gateway refused
-     (no or a wrong --key, a name in use, a missing --confirm); the message says what to do`;
+     (no or a wrong --key, a name in use, a missing --confirm); the message says what to do
+  hermes check exits as a monitoring plugin: 0 ok, 1 warning, 2 critical, 3 unknown`;
 
 // biome-ignore lint/suspicious/noExplicitAny: commander passes positional arguments untyped
 type Action = (ctx: CliContext, ...args: any[]) => Promise<void>;
