@@ -32,25 +32,29 @@ function nodes(program: Command): Node[] {
   return out;
 }
 
-/** Words are commander names and flags (letters, digits, `-`), so they go into the script as they are. */
-function caseArms(list: Node[], pick: (n: Node) => string[], indent: string): string {
-  return list.map((n) => `${indent}"${n.path}") echo "${pick(n).join(" ")}" ;;`).join("\n");
+/**
+ * The two lookups both scripts use: `_<name>_subcommands PATH` and `_<name>_options PATH`. Words
+ * are commander names and flags (letters, digits, `-`), so they go into the script as they are.
+ */
+function lookups(name: string, list: Node[]): string {
+  const arms = (pick: (n: Node) => string[]) => list.map((n) => `    "${n.path}") echo "${pick(n).join(" ")}" ;;`).join("\n");
+  return `_${name}_subcommands() {
+  case "$1" in
+${arms((n) => n.subcommands)}
+  esac
+}
+_${name}_options() {
+  case "$1" in
+${arms((n) => n.options)}
+  esac
+}`;
 }
 
 export function bashCompletion(program: Command): string {
   const list = nodes(program);
   const name = program.name();
   return `# bash completion for ${name}; load it with: source <(${name} completion bash)
-_${name}_subcommands() {
-  case "$1" in
-${caseArms(list, (n) => n.subcommands, "    ")}
-  esac
-}
-_${name}_options() {
-  case "$1" in
-${caseArms(list, (n) => n.options, "    ")}
-  esac
-}
+${lookups(name, list)}
 _${name}() {
   local cur="\${COMP_WORDS[COMP_CWORD]}" cmdpath="" w i
   for ((i = 1; i < COMP_CWORD; i++)); do
@@ -71,16 +75,7 @@ export function zshCompletion(program: Command): string {
   const name = program.name();
   return `#compdef ${name}
 # zsh completion for ${name}; load it with: source <(${name} completion zsh), or save it as _${name} in your $fpath
-_${name}_subcommands() {
-  case "$1" in
-${caseArms(list, (n) => n.subcommands, "    ")}
-  esac
-}
-_${name}_options() {
-  case "$1" in
-${caseArms(list, (n) => n.options, "    ")}
-  esac
-}
+${lookups(name, list)}
 _${name}() {
   local cmdpath="" w i
   local -a subs

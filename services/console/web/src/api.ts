@@ -1,16 +1,17 @@
 /** The shapes of the gateway's answers the views read (docs/PROTOCOL.md, "Operations and console methods"). */
 
+// The mesh status is the gateway's own model (types only: nothing of the gateway is bundled).
+import type { Authority, MemberView as Member } from "../../../gateway/src/core/ops/mesh-status.js";
+
+export type { Authority, MeshCopy, MeshGateway, MeshRoom, MeshStatus } from "../../../gateway/src/core/ops/mesh-status.js";
+export type { Member };
+
 export interface Session {
   gateway_id: string;
   version: string;
   key_required: boolean;
   methods: string[];
   metadata: boolean;
-}
-
-export interface Authority {
-  gateway_id: string;
-  epoch: number;
 }
 
 export interface Bot {
@@ -30,61 +31,6 @@ export interface Roster {
   gateway_id: string;
   sections: { id: string; name: string }[] | null;
   bots: Bot[];
-}
-
-export interface MeshGateway {
-  gateway_id: string;
-  peer: string | null;
-  via: "self" | "peer" | "relay" | "coordinator";
-  url: string | null;
-  http_address: string | null;
-  console_url: string | null;
-  reachable: boolean;
-  error: string | null;
-  version: string | null;
-  uptime_seconds: number | null;
-  relay_state: string | null;
-  leads: string[];
-}
-
-export interface MeshCopy {
-  gateway_id: string;
-  role: string;
-  epoch: number;
-  stored_seq: number;
-  lag: number | null;
-  safety_status: string;
-  safety_reason: string | null;
-  fenced_by: Authority | null;
-  demoted: boolean;
-  following: string | null;
-}
-
-export interface Member {
-  member_id: string;
-  profile: string;
-  gateway_id?: string;
-}
-
-export interface MeshRoom {
-  room_id: string;
-  name: string;
-  authority: Authority;
-  authority_observed: boolean;
-  latest_seq: number | null;
-  safety: string;
-  safety_detail: string | null;
-  members: Member[];
-  copies: MeshCopy[];
-}
-
-export interface MeshStatus {
-  observed_at: string;
-  self: string;
-  gateways: MeshGateway[];
-  relay: { url: string; connection: string; state: string; roster_epoch: number } | null;
-  coordinator: { endpoints: string[]; state: string; error?: string | null } | null;
-  rooms: MeshRoom[];
 }
 
 export interface RoomView {
