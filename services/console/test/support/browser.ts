@@ -84,7 +84,14 @@ async function until(what: () => string, check: () => Promise<boolean>, timeoutM
 export function see(target: Locator, timeoutMs = SEE_TIMEOUT_MS) {
   const quick = { timeout: 500 };
   let last = "";
-  const text = async () => (last = (await target.first().textContent(quick)) ?? "");
+  const text = async () => {
+    last = (await target.first().textContent(quick)) ?? "";
+    return last;
+  };
+  const value = async (read: () => Promise<string | null>, expected: string) => {
+    last = (await read()) ?? "";
+    return last === expected;
+  };
   const check = (describe: string, fn: () => Promise<boolean>, ms = timeoutMs) =>
     until(() => `${target} ${describe} (last: ${JSON.stringify(last)})`, fn, ms);
   return {
@@ -96,18 +103,17 @@ export function see(target: Locator, timeoutMs = SEE_TIMEOUT_MS) {
     toBeDisabled: () => check("to be disabled", () => target.isDisabled(quick)),
     toBeEnabled: () => check("to be enabled", () => target.isEnabled(quick)),
     toHaveCount: (n: number) => check(`to count ${n}`, async () => (await target.count()) === n),
-    toHaveValue: (v: string) => check(`to have value ${v}`, async () => (last = await target.inputValue(quick)) === v),
-    toHaveAttribute: (name: string, v: string) =>
-      check(`to have ${name}=${v}`, async () => (last = (await target.getAttribute(name, quick)) ?? "") === v),
+    toHaveValue: (v: string) => check(`to have value ${v}`, () => value(() => target.inputValue(quick), v)),
+    toHaveAttribute: (name: string, v: string) => check(`to have ${name}=${v}`, () => value(() => target.getAttribute(name, quick), v)),
   };
 }
 
 /** Waits until the page's title is `title`. */
 export function seeTitle(page: Page, title: string, timeoutMs = SEE_TIMEOUT_MS): Promise<void> {
   let last = "";
-  return until(
-    () => `title ${JSON.stringify(title)} (last: ${JSON.stringify(last)})`,
-    async () => (last = await page.title()) === title,
-    timeoutMs,
-  );
+  const read = async () => {
+    last = await page.title();
+    return last === title;
+  };
+  return until(() => `title ${JSON.stringify(title)} (last: ${JSON.stringify(last)})`, read, timeoutMs);
 }
