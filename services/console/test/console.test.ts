@@ -2,7 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { eventually } from "../../gateway/test/support/delivery-fixtures.js";
+import { eventually } from "../../../test/support/eventually.js";
 import { type Browser, launchBrowser, see, seeTitle } from "./support/browser.js";
 import { type ConsoleMesh, HOSTILE, startConsoleMesh, TEST_KEY } from "./support/console-mesh.js";
 
@@ -120,7 +120,7 @@ describe("the web console", () => {
 
   it("opens a failed delivery and shows its reason", async () => {
     const ack = mesh.gw("gw-1").gateway.deliveries.send("alice", "bob", "please review the draft");
-    await eventually(() => expect(mesh.gw("gw-1").gateway.deliveries.get(ack.delivery_id).state).toBe("failed"), 20_000);
+    await eventually(() => expect(mesh.gw("gw-1").gateway.deliveries.get(ack.delivery_id).state).toBe("failed"), { timeoutMs: 20_000 });
     await view(gw1, "#/deliveries");
     await gw1.locator("#filter-state").selectOption("failed");
     const row = gw1.locator(`tr[data-delivery="${ack.delivery_id}"]`);
@@ -143,14 +143,14 @@ describe("the web console", () => {
   it("moves the lobby's authority from the Runbook views and the Mesh picture follows", async () => {
     const lobby = (name: string) => mesh.gw(name).gateway.rooms;
     // Quiesce: the discussion has settled and both replicas hold all of it.
-    await eventually(() => expect(lobby("gw-1").state("lobby").driver_status).not.toBe("running"), 30_000);
+    await eventually(() => expect(lobby("gw-1").state("lobby").driver_status).not.toBe("running"), { timeoutMs: 30_000 });
     await eventually(
       () =>
         expect(lobby("gw-2").replicaState("lobby")).toMatchObject({
           caught_up: true,
           last_seq: lobby("gw-1").replicaState("lobby").last_seq,
         }),
-      20_000,
+      { timeoutMs: 20_000 },
     );
 
     const gw2 = await browser.newPage();
@@ -172,7 +172,9 @@ describe("the web console", () => {
     await browser.screenshot(gw2, "runbook-promoted");
 
     // The old authority learns of the claim and fences itself; its Runbook offers the demote with those values.
-    await eventually(() => expect(lobby("gw-1").state("lobby").room.fenced_by).toEqual({ gateway_id: "gw-2", epoch: 2 }), 20_000);
+    await eventually(() => expect(lobby("gw-1").state("lobby").room.fenced_by).toEqual({ gateway_id: "gw-2", epoch: 2 }), {
+      timeoutMs: 20_000,
+    });
     await view(gw1, "#/mesh");
     await view(gw1, "#/runbook/lobby");
     await see(gw1.locator("#demote-gateway")).toHaveValue("gw-2");

@@ -1,9 +1,9 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { eventually } from "../../../../test/support/eventually.js";
 import { memberSpecs, planMesh } from "../../../cli/src/up/demo-plan.js";
 import { addPeer } from "../../../gateway/src/index.js";
 import { startTestGateway, TEST_KEY, type TestGateway } from "../../../gateway/test/support/gateway-harness.js";
-import { waitFor } from "../../../gateway/test/support/rooms-fixtures.js";
 import { startTestRelay, type TestRelay } from "../../../relay/test/support/relay-harness.js";
 
 export { TEST_KEY };
@@ -56,8 +56,14 @@ export async function startConsoleMesh(): Promise<ConsoleMesh> {
   const gw1 = byName.get("gw-1")!;
   gw1.gateway.profiles.create("mallory", { title: HOSTILE.title });
   writeFileSync(join(gw1.gateway.home.profileDir("mallory"), "profile.yaml"), `display_name: ${JSON.stringify(HOSTILE.displayName)}\n`);
-  await waitFor(() => gateways.every((g) => g.gateway.relay?.status().state === "connected"), 20_000, "every gateway on the relay");
-  await waitFor(() => gateways.every((g) => g.gateway.relay!.remoteRoster().length >= 4), 20_000, "the relay rosters");
+  await eventually(() => gateways.every((g) => g.gateway.relay?.status().state === "connected"), {
+    timeoutMs: 20_000,
+    what: "every gateway on the relay",
+  });
+  await eventually(() => gateways.every((g) => g.gateway.relay!.remoteRoster().length >= 4), {
+    timeoutMs: 20_000,
+    what: "the relay rosters",
+  });
 
   const members = memberSpecs(plan, "gw-1").map((spec) => {
     const [profile, gateway] = spec.split("@") as [string, string | undefined];
