@@ -1,4 +1,6 @@
 import { execFile } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { assertBuilt, type GatewayProcess, hermes, removeHome, startGatewayProcess, TEST_KEY, tempHome } from "./support/cli-harness.js";
 
@@ -156,27 +158,33 @@ describe("hermes check", () => {
 });
 
 describe("hermes completion and console link", () => {
-  function bashComplete(words: string[]): Promise<string[]> {
-    const script = `source <(node "$HERMES_BIN" completion bash); COMP_WORDS=(${words.map((w) => `'${w}'`).join(" ")}); COMP_CWORD=${words.length - 1}; _hermes; printf '%s\\n' "\${COMPREPLY[@]}"`;
+  /** What bash completes for `words` with the script in `scriptFile` sourced: one bash, no hermes process. */
+  function bashComplete(scriptFile: string, words: string[]): Promise<string[]> {
+    const script = `source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _hermes; printf '%s\\n' "\${COMPREPLY[@]}"`;
     return new Promise((resolve, reject) =>
-      execFile("bash", ["-c", script], { env: { ...process.env, HERMES_BIN: process.env.HERMES_BIN_PATH ?? "" } }, (err, stdout) =>
+      execFile("bash", ["-c", script, "bash", scriptFile, ...words], { env: {} }, (err, stdout) =>
         err ? reject(err) : resolve(stdout.split("\n").filter(Boolean)),
       ),
     );
   }
 
-  it("generates bash and zsh completion from the command tree", async () => {
-    const { HERMES_BIN } = await import("./support/cli-harness.js");
-    process.env.HERMES_BIN_PATH = HERMES_BIN;
-    expect(await bashComplete(["hermes", "gro"])).toEqual(["groups"]);
-    expect(await bashComplete(["hermes", "groups", "pro"])).toEqual(["promote"]);
-    expect(await bashComplete(["hermes", "--home", "x", "groups", "promote", "--a"])).toEqual(["--allow-incomplete"]);
-    expect(await bashComplete(["hermes", "wait", ""])).toEqual(["room"]);
-    expect(await bashComplete(["hermes", "check", "--pro"])).toEqual(["--prometheus", "--profile"]);
+  it("generates bash and zsh completion from the command tree, in one hermes process each", async () => {
+    const bash = await hermes(["completion", "bash"]);
+    expect(bash.code).toBe(0);
+    // The script is data: completing runs only shell functions, never hermes again.
+    expect(bash.stdout).not.toMatch(/\$\(\s*hermes|`hermes/);
+    const scriptFile = join(homeA, "hermes.bash");
+    writeFileSync(scriptFile, bash.stdout);
+    expect(await bashComplete(scriptFile, ["hermes", "gro"])).toEqual(["groups"]);
+    expect(await bashComplete(scriptFile, ["hermes", "groups", "pro"])).toEqual(["promote"]);
+    expect(await bashComplete(scriptFile, ["hermes", "--home", "x", "groups", "promote", "--a"])).toEqual(["--allow-incomplete"]);
+    expect(await bashComplete(scriptFile, ["hermes", "wait", ""])).toEqual(["room"]);
+    expect(await bashComplete(scriptFile, ["hermes", "check", "--pro"])).toEqual(["--prometheus", "--profile"]);
     const zsh = await hermes(["completion", "zsh"]);
     expect(zsh.code).toBe(0);
     expect(zsh.stdout).toMatch(/^#compdef hermes/);
     expect(zsh.stdout).toContain('"groups") echo "list create send');
+    expect(zsh.stdout).not.toMatch(/\$\(\s*hermes|`hermes/);
     expect((await hermes(["completion", "fish"])).code).toBe(2);
   });
 
