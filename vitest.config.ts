@@ -41,6 +41,8 @@ export default defineConfig({
           name: "service",
           include: TEST_FILES,
           exclude: [...configDefaults.exclude, ...CORE_TESTS, ...PROCESS_TESTS],
+          // Their gateways serve the web console: build it first when its sources changed.
+          globalSetup: ["test/support/build-console.ts"],
           testTimeout: 60_000,
           hookTimeout: 60_000,
           pool: "forks",

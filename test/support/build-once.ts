@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import buildConsole from "./build-console.js";
 
 /**
  * Vitest global setup: tests that start real `hermes` processes run the built code, so build it
@@ -16,9 +17,5 @@ export default function setup(): void {
       stdio: "inherit",
     },
   );
-  // The web console the gateways serve (vite; skipped when dist/ is newer than its sources).
-  execFileSync(process.execPath, [fileURLToPath(new URL("../../services/console/build.mjs", import.meta.url)), "--if-stale"], {
-    cwd: root,
-    stdio: "inherit",
-  });
+  buildConsole();
 }

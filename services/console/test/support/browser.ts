@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type BrowserContext, chromium, type Locator, type Page } from "playwright-core";
+import { eventually } from "../../../../test/support/eventually.js";
 
 /** Debian's Chromium, installed by scripts/ensure-chromium.sh (npm never downloads a browser here). */
 export const CHROMIUM = "/usr/bin/chromium";
@@ -68,13 +69,14 @@ function matches(actual: string, expected: string | RegExp, whole: boolean): boo
   return whole ? actual === expected : actual.includes(expected);
 }
 
+/** Waits (the shared polling helper) until `check` holds; when the time is up, says what was awaited. */
 async function until(what: () => string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms: ${what()}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await eventually(
+    async () => {
+      if (!(await check().catch(() => false))) throw new Error(what());
+    },
+    { timeoutMs, intervalMs: 50 },
+  );
 }
 
 /**
