@@ -59,7 +59,7 @@ describe("hermes status", () => {
       rooms: {
         room_id: string;
         authority: { gateway_id: string; epoch: number };
-        copies: { gateway_id: string; role: string; lag: number }[];
+        copies: { gateway_id: string; role: string; lag: number; following: string | null }[];
       }[];
     }>(r);
     expect(s.self).toBe(a.id);
@@ -70,9 +70,10 @@ describe("hermes status", () => {
     expect(s.relay).toBeNull();
     expect(s.coordinator).toBeNull();
     expect(s.rooms[0]).toMatchObject({ room_id: "ops", authority: { gateway_id: a.id, epoch: 1 } });
-    expect(s.rooms[0]!.copies.map((c) => [c.gateway_id, c.role, c.lag])).toEqual([
-      [a.id, "authority", 0],
-      [b.id, "replica", 0],
+    // B's follower is seen from A too (asked of B), not only on B itself.
+    expect(s.rooms[0]!.copies.map((c) => [c.gateway_id, c.role, c.lag, c.following])).toEqual([
+      [a.id, "authority", 0, null],
+      [b.id, "replica", 0, "following"],
     ]);
     const human = await onB(["status"]);
     expect(human.code).toBe(0);

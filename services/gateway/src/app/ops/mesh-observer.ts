@@ -1,4 +1,4 @@
-import { type Clock, isoTime, PeerChannels, toHermesError } from "@hermes/common";
+import { type Clock, isoTime, type PeerChannel, PeerChannels, toHermesError } from "@hermes/common";
 import { GatewayServiceClient, type GatewayStatus } from "@hermes/proto/hermes/v1/gateway";
 import { type Room, RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import {
@@ -216,7 +216,7 @@ export class MeshObserver {
         version: status.version,
         uptime_seconds: status.uptime_seconds,
         relay_state: status.relay?.state ?? "disabled",
-        rooms: list ? list.rooms.map(copyOfWire) : null,
+        rooms: list ? await Promise.all(list.rooms.map((r) => this.peerCopy(channel, rooms, r))) : null,
         bots: profiles
           ? profiles.profiles
               .filter((p) => !p.is_default)
@@ -226,6 +226,18 @@ export class MeshObserver {
     } catch (err) {
       return unreachable(toHermesError(err).message);
     }
+  }
+
+  /**
+   * A peer's copy of a room; for a replica also its follower and the latest seq it heard of (its
+   * ReplicaState), which the room list does not carry. Without that answer the copy says nothing
+   * of them rather than fail the peer.
+   */
+  private async peerCopy(channel: PeerChannel, rooms: RoomServiceClient, r: Room): Promise<RoomCopy> {
+    const copy = copyOfWire(r);
+    if (r.role !== "replica") return copy;
+    const s = await channel.unary(rooms, rooms.replicaState, { room_id: r.room_id }).catch(() => undefined);
+    return s ? { ...copy, known_latest_seq: s.latest_seq, following: s.following?.state ?? null } : copy;
   }
 
   /** The gateways behind the relay's other connections, with their bots; reachable means online at the relay. */
