@@ -1,8 +1,19 @@
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { assertBuilt, type GatewayProcess, hermes, removeHome, startGatewayProcess, TEST_KEY, tempHome } from "./support/cli-harness.js";
+import { eventually } from "../../../test/support/eventually.js";
+import {
+  assertBuilt,
+  cleanEnv,
+  type GatewayProcess,
+  HERMES_BIN,
+  hermes,
+  removeHome,
+  startGatewayProcess,
+  TEST_KEY,
+  tempHome,
+} from "./support/cli-harness.js";
 
 /**
  * The operator commands against two gateway processes (a room led by A, followed by B, each the
@@ -80,6 +91,30 @@ describe("hermes status", () => {
     expect(human.stdout).toMatch(new RegExp(`${b.id} \\(this\\)`));
     expect(human.stdout).toMatch(/relay: none\ncoordinator: none/);
     expect(human.stdout).toMatch(new RegExp(`ops\\s+${b.id}\\s+replica\\s+1\\s+\\d+\\s+0\\s+passive`));
+  });
+
+  it("--watch --json prints one document per line until Ctrl-C, then exits 0", async () => {
+    const child = spawn(process.execPath, [HERMES_BIN, "--json", "status", "--watch"], {
+      env: cleanEnv({ HERMES_HOME: homeA }),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    try {
+      // Two redraws: the second document comes from the loop, not the first call.
+      const lines = await eventually(() => {
+        const complete = out.split("\n").slice(0, -1);
+        return complete.length >= 2 && complete;
+      });
+      for (const line of lines) expect(JSON.parse(line)).toMatchObject({ self: a.id });
+      child.kill("SIGINT");
+      expect(await exited).toBe(0);
+    } finally {
+      child.kill("SIGKILL");
+    }
   });
 
   it("reports a peer that does not answer as unreachable, and an unreachable gateway exits 1", async () => {
