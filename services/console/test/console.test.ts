@@ -85,6 +85,14 @@ describe("the web console", () => {
     await browser.screenshot(gw1, "bot-chat");
   });
 
+  it("shows the Bot Chat form only once a bot is chosen", async () => {
+    await view(gw1, "#/chat");
+    await see(gw1.locator("#chat-bot option[value=alice]")).toHaveCount(1);
+    expect(await gw1.locator("form.composer").isVisible()).toBe(false);
+    await gw1.locator("#chat-bot").selectOption("alice");
+    await see(gw1.locator("form.composer")).toBeVisible();
+  });
+
   it("sends in a room and shows the members' replies as they arrive", async () => {
     await view(gw1, "#/rooms/lobby");
     await see(gw1.locator(".room-title")).toHaveText("Lobby");

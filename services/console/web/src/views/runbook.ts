@@ -25,7 +25,20 @@ export function runbookView(root: HTMLElement, ctx: Ctx): () => void {
       h("option", { value: "", disabled: true, selected: !roomId }, "Choose a room"),
       rooms.map((r) => h("option", { value: r.room_id, selected: r.room_id === roomId }, `${r.name} (${r.room_id})`)),
     );
-    if (!roomId || stopped) return;
+    if (stopped) return;
+    if (!roomId) {
+      replace(
+        body,
+        h(
+          "p",
+          { class: "status" },
+          rooms.length > 0
+            ? "Choose a room to see what this gateway may do with it (promote, demote, follow, a divergence) and the checks each step needs."
+            : "No rooms on this gateway.",
+        ),
+      );
+      return;
+    }
     const [plan, mesh] = await Promise.all([
       ctx.rpc.call<PromotePlan>("runbook.promote_plan", { room_id: roomId }),
       ctx.rpc.call<MeshStatus>("mesh.status", { fresh: true }),

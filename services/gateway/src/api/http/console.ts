@@ -171,7 +171,7 @@ main { width: min(26rem, calc(100vw - 2rem)); }
 h1 { font-size: 1.4rem; }
 label { display: block; margin: 1rem 0 0.3rem; font-weight: 600; }
 input { width: 100%; box-sizing: border-box; padding: 0.6rem; font-size: 1rem; }
-button { margin-top: 1rem; padding: 0.6rem 1.2rem; font-size: 1rem; cursor: pointer; }
+button { margin-top: 1rem; padding: 0.6rem 1.2rem; font-size: 1rem; cursor: pointer; border: 0; border-radius: 6px; background: #1d4ed8; color: #fff; }
 :focus-visible { outline: 3px solid #2563eb; outline-offset: 2px; }
 .error { color: #b91c1c; font-weight: 600; }
 .hint { color: GrayText; font-size: 0.9rem; }
