@@ -2,6 +2,7 @@ import { writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { ServiceError } from "@grpc/grpc-js";
 import { fromServiceError, HermesError } from "@hermes/common/client";
+import { demoteCommand, promoteChecklist, promoteCoverageRefusal } from "@hermes/gateway/ops";
 import {
   type DemotionRecord,
   type DiscussionStatus,
@@ -486,27 +487,10 @@ export function registerGroupsCommands(program: Command, run: CommandRunner): vo
       run(async (ctx, roomId: string, o: { confirm?: boolean; reason?: string; allowIncomplete?: boolean; unclean?: boolean }) => {
         const c = rooms(ctx);
         const [s, caps] = await Promise.all([replicaState(ctx, c, roomId), ctx.call(c, c.capabilities, {})]);
-        const previous = s.authority ? `${s.authority.gateway_id}@${s.authority.epoch}` : "the previous authority";
-        const checklist = [
-          `Fencing checklist before promoting ${roomId} on ${caps.gateway_id}:`,
-          `  1. ${previous} cannot commit: its room writers are stopped and cannot restart, or it is cut off from every client. A timeout or groups stop is not proof.`,
-          `  2. This replica holds seq ${s.last_seq} of the authority's ${s.latest_seq} (${s.caught_up ? "caught up as of the last page" : "NOT caught up"}).`,
-          `  3. Afterwards, on ${s.authority?.gateway_id ?? "the old authority"} and before its writers return: hermes groups demote ${roomId} --observed-gateway ${caps.gateway_id} --observed-epoch <the new epoch>`,
-          `  4. Point clients at ${caps.gateway_id}; compare hermes groups state ${roomId} on both gateways.`,
-        ];
-        if (o.unclean) {
-          checklist.push(
-            `  5. --unclean: ${caps.gateway_id} may lack sends the room acknowledged (it is not known to be in sync); they are lost to the new lineage. Check groups replica-state on every replica first and promote the most complete.`,
-          );
-        }
+        const checklist = promoteChecklist(caps.gateway_id, s, o.unclean === true);
         if (!ctx.json) process.stderr.write(`${checklist.join("\n")}\n`);
-        if (s.role === "replica" && !s.caught_up && !o.allowIncomplete) {
-          throw new HermesError(
-            "refused",
-            `${roomId} is not caught up here (stored ${s.last_seq}, authority's latest ${s.latest_seq}${s.latest_seq === 0 ? " unknown: no page since the authority changed" : ""}); replicate first, or pass --allow-incomplete to accept losing what never arrived`,
-            { data: { last_seq: s.last_seq, latest_seq: s.latest_seq } },
-          );
-        }
+        const refusal = promoteCoverageRefusal(s, o.allowIncomplete === true);
+        if (refusal) throw refusal;
         const r = await ctx.call(c, c.promote, {
           room_id: roomId,
           confirm: o.confirm === true,
@@ -516,7 +500,7 @@ export function registerGroupsCommands(program: Command, run: CommandRunner): vo
         emit(ctx.json, { ...r, checklist }, () =>
           [
             `promoted: ${r.authority_gateway_id} leads ${roomId} at epoch ${r.authority_epoch} (was ${r.previous_gateway_id}@${r.previous_epoch}); authority.claimed at seq ${r.claim_seq}`,
-            `next, on ${r.previous_gateway_id}: hermes groups demote ${roomId} --observed-gateway ${r.authority_gateway_id} --observed-epoch ${r.authority_epoch}`,
+            `next, on ${r.previous_gateway_id}: ${demoteCommand(roomId, { gateway_id: r.authority_gateway_id, epoch: r.authority_epoch })}`,
           ].join("\n"),
         );
       }),

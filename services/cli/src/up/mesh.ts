@@ -9,6 +9,7 @@ import { GatewayServiceClient } from "@hermes/proto/hermes/v1/gateway";
 import { type ReplicateProgress, type Room, RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import { KeyAdmin, RelayStore, relayControlSocket, relayDbPath } from "@hermes/relay";
 import { z } from "zod";
+import { callOps } from "../commands/ops.js";
 import { CliContext } from "../context.js";
 import { table } from "../output.js";
 import { Child, type ChildSpec, lostPortRace } from "./children.js";
@@ -601,6 +602,8 @@ interface SetUp {
   notes: string[];
   /** Each gateway's named profiles as they are now. */
   bots: Map<string, { name: string; title: string }[]>;
+  /** Each gateway's web console and a one-time login link to it (undefined when the gateway did not give one). */
+  consoles: Map<string, { url: string; login: string | undefined }>;
 }
 
 /** Relay, then gateways, then the demo set-up where it was not applied yet; returns what the summary shows. */
@@ -682,7 +685,15 @@ async function startAndSetUp(
   const authority = await setUpRoom(gws, fresh, plan, notes, etcdEndpoint !== undefined);
   saveDemoApplied(l.dir, [...applied, ...fresh]);
   const bots = new Map(await Promise.all(gws.map(async (gw) => [gw.plan.name, await listBots(gw)] as const)));
-  return { authority, notes, bots };
+  const consoles = new Map(
+    await Promise.all(
+      gws.map(async (gw) => {
+        const link = await callOps<{ url: string }>(gw.ctx, "console.login_link").catch(() => undefined);
+        return [gw.plan.name, { url: `http://127.0.0.1:${ports[gw.plan.name]!.http}/`, login: link?.url }] as const;
+      }),
+    ),
+  );
+  return { authority, notes, bots, consoles };
 }
 
 /** How a bot's model reads in the banner: `local` (the built-in stand-in) or `provider/model`. */
@@ -714,7 +725,7 @@ function printSummary(
   l: Layout,
   ports: Record<string, Ports>,
   mesh: Mesh,
-  { authority, notes, bots }: SetUp,
+  { authority, notes, bots, consoles }: SetUp,
 ): void {
   const pid = (name: string) => String(mesh.children.get(name)?.pid ?? "-");
   const rows = [
@@ -753,6 +764,14 @@ function printSummary(
       ? `room ${DEMO_ROOM}: authority ${authority.gateway}@${authority.epoch}${replicas.length > 0 ? `, replicas following on ${replicas.join(", ")}` : ""}`
       : `room ${DEMO_ROOM}: no authority on this mesh`,
     `logs: ${displayPath(l.logsDir)}/<name>.log    metrics: curl -s 127.0.0.1:${ports[plan.gateways[0]!.name]!.http}/metrics`,
+    "",
+    "web consoles (each link logs you in once, within 10 minutes; later log in with the api_key of up.json, or run",
+    "  npx hermes --home <home> console link for a new link):",
+    ...plan.gateways.map((g) => {
+      const c = consoles.get(g.name);
+      return `  ${g.name}: ${c?.url ?? "-"}${c?.login ? `    login: ${c.login}` : ""}`;
+    }),
+    "",
     ...localModelNote(plan, l),
     ...notes.map((n) => `note: ${n}`),
     "",

@@ -273,6 +273,24 @@ export class ChatService {
     });
   }
 
+  /** The newest messages of a profile's canonical Bot Chat, oldest first (the console's Bot Chat view). */
+  botChatHistory(profileName: string, limit: number): TranscriptMessage[] {
+    const profile = this.deps.profiles.resolve(profileName);
+    const session = this.deps.sessions.botChat(profile);
+    return new TranscriptStore(this.deps.profileDbs.get(profile)).list(session.session_id, limit);
+  }
+
+  /** Profiles with work running in one of their sessions now (a chat, delivery or room turn): "active now". */
+  activeProfiles(): Set<string> {
+    const active = new Set<string>();
+    for (const [sessionId, lane] of this.lanes) {
+      if (lane.pending === 0) continue;
+      const session = this.deps.sessions.store.byId(sessionId);
+      if (session) active.add(session.profile_name);
+    }
+    return active;
+  }
+
   private assertRunning(): void {
     if (this.stopping) throw new HermesError("runtime_offline", "the gateway is stopping; try again when it is back");
   }
