@@ -11,6 +11,7 @@
  * relay.db that is new or changed as `db: …`; `nothing sent, relay.db unchanged` when there was none):
  *
  *   key <connection>…                           issue connection keys (`hermes relay key add`)
+ *   revoke <connection>                         revoke its key (`hermes relay key revoke`)
  *   connect <connection> [key=<other>|bogus] [hello=<name>] [gateway=<id>] [stream=<label>]
  *                                               open a stream and say hello; the stream is called by
  *                                               its label (default: the connection) from then on
@@ -215,6 +216,16 @@ export class RelayScenario {
             .join(" ")}`,
         );
         return;
+      case "revoke": {
+        const { disconnected } = this.services.hub.revokeKey(p[0]!);
+        this.out.push(
+          `revoked ${p[0]} disconnected=${disconnected}; keys: ${this.store
+            .keys()
+            .map((k) => k.connection)
+            .join(" ")}`,
+        );
+        return;
+      }
       case "connect":
         this.connect(p[0]!, named);
         return;
