@@ -34,6 +34,7 @@ import { GatewayFrame, type RelayFrame } from "@hermes/proto/hermes/v1/relay";
 import type { ScenarioDirective } from "../../../../test/support/scenario-script.js";
 import { type IncomingFrame, relayServiceDefinition, relayServiceHandlers } from "../../src/api/relay-service.js";
 import { resolveRelaySettings } from "../../src/app/config.js";
+import { outcomeLabel, type RelayDelivery } from "../../src/core/deliveries.js";
 import { buildServices } from "../../src/daemon/relay.js";
 import { RelayStore } from "../../src/store/relay-store.js";
 
@@ -118,20 +119,8 @@ function describeFrame(frame: RelayFrame): string {
   }
 }
 
-interface RowView {
-  delivery_id: string;
-  state: string;
-  forwards: number;
-  sender_connection: string;
-  target_handle: string;
-  target_connection: string;
-  outcome_json: string | null;
-}
-
-function describeRow(row: RowView): string {
-  const outcome =
-    row.outcome_json === null ? null : (JSON.parse(row.outcome_json) as { kind: string; reason?: string; receipt?: { state: string } });
-  const end = outcome === null ? "" : ` outcome=${outcome.kind === "receipt" ? outcome.receipt!.state : `error/${outcome.reason}`}`;
+function describeRow(row: RelayDelivery): string {
+  const end = row.outcome === null ? "" : ` outcome=${row.outcome.kind === "error" ? "error/" : ""}${outcomeLabel(row.outcome)}`;
   return `${row.delivery_id} ${row.state} forwards=${row.forwards} ${row.sender_connection}->${row.target_handle}@${row.target_connection}${end}`;
 }
 
@@ -188,11 +177,9 @@ export class RelayScenario {
   }
 
   private changedRows(): string[] {
-    const all = this.store.db
-      .prepare(
-        "SELECT delivery_id, state, forwards, sender_connection, target_handle, target_connection, outcome_json FROM deliveries ORDER BY seq",
-      )
-      .all() as RowView[];
+    // Every row, read back through the store (the ids in commit order).
+    const ids = this.store.db.prepare("SELECT delivery_id FROM deliveries ORDER BY seq").pluck().all() as string[];
+    const all = ids.map((id) => this.store.delivery(id)!);
     const changed: string[] = [];
     const now = new Map<string, string>();
     for (const row of all) {
