@@ -60,6 +60,12 @@ describe("hermes up --coordinator", () => {
       expect(sent.code, sent.stderr).toBe(0);
       const onReplica = await hermes(["--json", "groups", "log", "lobby"], { home: `${workDir}/mesh/gw-3` });
       expect((JSON.parse(onReplica.stdout) as { events: { event_id: string }[] }).events.map((e) => e.event_id)).toContain("q-hello");
+      // The mesh view names the coordinator and this gateway's lease.
+      const status = await hermes(["--json", "status"], home);
+      expect(status.code, status.stderr).toBe(0);
+      expect(JSON.parse(status.stdout)).toMatchObject({
+        coordinator: { state: "lease valid", endpoints: [expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/)] },
+      });
     } finally {
       if (child.exitCode === null) child.kill("SIGINT");
     }

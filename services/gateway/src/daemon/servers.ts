@@ -42,7 +42,7 @@ import { opsRpcMethods } from "../api/rpc/ops-methods.js";
 import type { RpcMethod } from "../api/rpc/room-methods.js";
 import { roomMethods } from "../api/rpc/room-methods.js";
 import { createRpcServer, type RpcServer } from "../api/rpc/rpc-server.js";
-import { MeshObserver } from "../app/ops/mesh-observer.js";
+import { type CoordinatorSource, MeshObserver } from "../app/ops/mesh-observer.js";
 import { peerLinks } from "../app/peers/peer-directory.js";
 import { consoleUrl } from "../core/ops/mesh-status.js";
 import type { Foundation } from "./foundation.js";
@@ -83,6 +83,7 @@ export async function startServers(f: Foundation, s: Services, state: GatewaySta
     peers: s.peers,
     peerLinks: () => peerLinks(s.config),
     relayRoster: s.relay ? () => s.relay!.remoteRoster() : undefined,
+    coordinator: coordinatorView(f),
   });
   cleanup.push(() => mesh.close());
   const sessions = new ConsoleSessions(f.clock);
@@ -100,6 +101,13 @@ export async function startServers(f: Foundation, s: Services, state: GatewaySta
     keyRequired: keys.required,
     consoleUrl: () => consoleUrl(state.httpAddress, null) ?? "/",
     rpcMethodNames: () => Object.keys(rpcMethods).sort(),
+    metadata: {
+      sections: () => s.metadata.sections().map(({ id, name }) => ({ id, name })),
+      profile: (name) => {
+        const { hidden, section } = s.profiles.show(name).meta;
+        return { hidden, section };
+      },
+    },
   };
   Object.assign(rpcMethods, roomMethods(s.rooms), botModeRpcMethods(botMode), opsRpcMethods(ops));
   const gate = new ConsoleGate({ gatewayId: f.id, keys, sessions, allowedOrigins: settings.httpAllowedOrigins });
@@ -187,4 +195,12 @@ export async function startServers(f: Foundation, s: Services, state: GatewaySta
   });
   state.listening = { grpc: grpcAddress, http: formatHostPort(http.address) };
   return { health, grpc: grpcServer, control: controlServer, rpc, http };
+}
+
+/** The coordinator as the mesh view shows it: its endpoints and this gateway's lease phase. */
+function coordinatorView(f: Foundation): CoordinatorSource | undefined {
+  const { coordinator } = f;
+  const endpoints = f.settings.coordinator?.endpoints ?? [];
+  if (!coordinator) return undefined;
+  return { status: () => ({ endpoints, state: `lease ${coordinator.leaseStatus().phase}`, error: null }) };
 }
