@@ -109,7 +109,7 @@ export class Replicator {
       state = newReplicaState(roomId, store.selfGatewayId, sourceGatewayId);
     }
     const decision = planReplication(state, page, store.lookup(roomId), this.deps.now());
-    const divergenceId = store.applyReplication(roomId, decision);
+    const divergenceId = store.applyReplication(roomId, decision, page);
     const { metrics } = this.deps;
     if (decision.kind === "apply" || decision.kind === "diverged") {
       metrics.replicated.inc(decision.events.length);

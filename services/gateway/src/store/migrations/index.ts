@@ -4,6 +4,7 @@ import { roomsMigration } from "./002-rooms.js";
 import { deliveriesMigration } from "./003-deliveries.js";
 import { peerRunsMigration } from "./004-peer-runs.js";
 import { roomHostsAndDemotionsMigration } from "./005-room-hosts-demotions.js";
+import { roomLogSegmentsMigration } from "./006-room-log-segments.js";
 
 /**
  * The gateway's HERMES_HOME/state.db schema, numbered and applied in order at start
@@ -15,6 +16,7 @@ export const GATEWAY_MIGRATIONS: readonly Migration[] = [
   deliveriesMigration,
   peerRunsMigration,
   roomHostsAndDemotionsMigration,
+  roomLogSegmentsMigration,
 ];
 
 /** A named profile's profiles/<name>/state.db (the default profile's transcripts live in the root one). */
