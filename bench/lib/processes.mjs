@@ -17,13 +17,19 @@ const TICKS_PER_SECOND = 100;
 
 /** User + system CPU milliseconds a process has used so far, or NaN when /proc is not readable. */
 export function processCpuMs(pid) {
+  const { user, system } = processCpuSplitMs(pid);
+  return user + system;
+}
+
+/** The same, user and system (kernel: syscalls such as fsync and socket writes) apart. */
+export function processCpuSplitMs(pid) {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     // Fields after the command name (which may hold spaces) start at ") ": utime is field 14, stime 15.
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+    return { user: (Number(fields[11]) * 1000) / TICKS_PER_SECOND, system: (Number(fields[12]) * 1000) / TICKS_PER_SECOND };
   } catch {
-    return Number.NaN;
+    return { user: Number.NaN, system: Number.NaN };
   }
 }
 
@@ -73,6 +79,7 @@ export function startGateway({ home, id, key, env = {}, nodeArgs = [] }) {
         http: `http://${ready.http}`,
         pid: child.pid,
         cpuMs: () => processCpuMs(child.pid),
+        cpuSplitMs: () => processCpuSplitMs(child.pid),
         async stop() {
           if (child.exitCode !== null || child.signalCode !== null) return exited;
           child.kill("SIGTERM");
