@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url";
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
+import { CORE_TESTS, PROCESS_TESTS, TEST_FILES } from "./test/projects.js";
 
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 
@@ -16,24 +17,41 @@ const alias = [
   { find: /^@hermes\/relay$/, replacement: here("./services/relay/src/index.ts") },
 ];
 
+// The projects and which test file runs where: test/projects.ts (checked by test/projects.test.ts).
 export default defineConfig({
   resolve: { alias },
   test: {
+    // One report for the whole run, every project in it (CI reads its totals).
     reporters: process.env.CI_REPORT ? ["default", ["json", { outputFile: process.env.CI_REPORT }]] : ["default"],
     projects: [
       {
         resolve: { alias },
         test: {
-          name: "unit",
+          name: "core",
+          include: CORE_TESTS,
+          testTimeout: 60_000,
+          pool: "threads",
+          isolate: false,
+        },
+      },
+      {
+        resolve: { alias },
+        test: {
+          name: "service",
+          include: TEST_FILES,
+          exclude: [...configDefaults.exclude, ...CORE_TESTS, ...PROCESS_TESTS],
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+          pool: "forks",
+        },
+      },
+      {
+        resolve: { alias },
+        test: {
+          name: "process",
+          include: PROCESS_TESTS,
+          // These tests run the built code (`hermes` subprocesses): build it once before they start.
           globalSetup: ["test/support/build-once.ts"],
-          include: [
-            "proto/test/**/*.test.ts",
-            "services/*/src/**/*.test.ts",
-            "services/*/test/**/*.test.ts",
-            "infra/test/**/*.test.ts",
-            "bench/**/*.test.ts",
-            "scripts/test/**/*.test.ts",
-          ],
           testTimeout: 60_000,
           hookTimeout: 60_000,
           pool: "forks",

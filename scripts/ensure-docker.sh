@@ -43,14 +43,19 @@ apt_log=$run_dir/apt.log
 pid_file=$run_dir/dockerd.pid
 wait_s=${HERMES_DOCKER_WAIT_S:-60}
 
+# A pid file can outlive its dockerd (a machine restored from a snapshot keeps /tmp), and the pid is
+# then reused by some other process: only a live process named dockerd counts.
+is_dockerd() { [ -n "${1:-}" ] && [ "$(cat "/proc/$1/comm" 2>/dev/null || true)" = dockerd ]; }
+our_pid() { cat "$pid_file" 2>/dev/null || true; }
+
 if [ "$mode" = stop ]; then
   pid=$(cat "$started_file" 2>/dev/null || true)
   [ -n "$pid" ] || exit 0
-  if kill -0 "$pid" 2>/dev/null; then
+  if is_dockerd "$pid"; then
     say "stopping the dockerd this run started (pid $pid)"
     kill -TERM "$pid"
     deadline=$((SECONDS + wait_s))
-    while kill -0 "$pid" 2>/dev/null; do
+    while is_dockerd "$pid"; do
       [ "$SECONDS" -lt "$deadline" ] || die "dockerd (pid $pid) did not exit within ${wait_s}s of SIGTERM; log: $log_file"
       sleep 0.25
     done
@@ -81,7 +86,7 @@ elif [ -n "${DOCKER_HOST:-}" ]; then
   action=docker-host
 elif [ "$(id -u)" != 0 ] || [ "$is_debian" != true ]; then
   action=unsupported
-elif [ -S /var/run/docker.sock ] && [ -f "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null; then
+elif is_dockerd "$(our_pid)"; then
   action=wait-ours
 elif pgrep -x dockerd >/dev/null 2>&1; then
   action=wait-other
@@ -127,7 +132,7 @@ if [ "$action" = install-and-start ]; then
 fi
 
 case $action in
-  wait-ours) say "dockerd (pid $(cat "$pid_file")) is starting; waiting for it" ;;
+  wait-ours) say "dockerd (pid $(our_pid)) is starting; waiting for it" ;;
   wait-other) say "a dockerd process exists but does not answer yet; waiting for it" ;;
   *)
     say "starting dockerd in the background (log: $log_file)"
@@ -141,7 +146,8 @@ esac
 
 deadline=$((SECONDS + wait_s))
 until docker_answers; do
-  if [ -f "$pid_file" ] && ! kill -0 "$(cat "$pid_file")" 2>/dev/null && ! pgrep -x dockerd >/dev/null 2>&1; then
+  # kill -0, not is_dockerd: the process we just started may not have exec'd dockerd yet.
+  if ! pgrep -x dockerd >/dev/null 2>&1 && ! kill -0 "$(our_pid)" 2>/dev/null; then
     tail -n 20 "$log_file" >&2 || true
     die "dockerd exited during start-up; last log lines above (full log: $log_file)"
   fi

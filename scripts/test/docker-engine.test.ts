@@ -99,6 +99,25 @@ describe.skipIf(!debianRoot)("the Docker engine of the test script", () => {
     expect(r.stderr).toContain(`stopping the dockerd this run started (pid ${recorded})`);
   });
 
+  it("a pid file left by an engine that is gone (its pid now another process's) starts a new engine instead of waiting", async () => {
+    const box = sandbox();
+    const r = await inNamespace(
+      box,
+      `set -e
+      mkdir -p "$HERMES_DOCKERD_RUN_DIR"
+      sleep 600 & echo $! >"$HERMES_DOCKERD_RUN_DIR/dockerd.pid"
+      echo "plan: $(bash "$SCRIPTS/ensure-docker.sh" --plan)"
+      bash "$SCRIPTS/ensure-docker.sh" --started-file "$STATE/ours"
+      echo "running: $(cat "$STATE/up")"
+      bash "$SCRIPTS/ensure-docker.sh" --stop "$STATE/ours"`,
+    );
+    expect(r.stderr).not.toContain("ERROR");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("plan: no Docker engine answers: will start dockerd in the background");
+    expect(r.stdout).toMatch(/running: \d+/);
+    expect(read(join(box.state, "starts")).trim().split("\n")).toHaveLength(1);
+  });
+
   it("an engine it did not start is never stopped", async () => {
     const box = sandbox();
     const r = await inNamespace(
@@ -120,7 +139,7 @@ describe.skipIf(!debianRoot)("the Docker engine of the test script", () => {
     const box = sandbox();
     const r = await inNamespace(
       box,
-      `bash "$SCRIPTS/test.sh" --project unit; echo "exit: $?"; [ -f "$STATE/up" ] && echo "engine: running" || echo "engine: gone"`,
+      `bash "$SCRIPTS/test.sh" --project core; echo "exit: $?"; [ -f "$STATE/up" ] && echo "engine: running" || echo "engine: gone"`,
     );
     const lines = r.stdout.trim().split("\n");
     expect(lines[0]).toBe(
@@ -130,7 +149,7 @@ describe.skipIf(!debianRoot)("the Docker engine of the test script", () => {
     // The fake vitest exits 3 when the engine is up during the run (7 when it is not).
     expect(lines.at(-2)).toBe("exit: 3");
     expect(lines.at(-1)).toBe("engine: gone");
-    expect(read(join(box.state, "calls"))).toContain("npx vitest run --project unit");
+    expect(read(join(box.state, "calls"))).toContain("npx vitest run --project core");
     expect(r.stderr).toMatch(/stopping the dockerd this run started \(pid \d+\)/);
   });
 });

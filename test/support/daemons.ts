@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 
 /**
  * Gateways and relays as real processes of the BUILT `hermes` command, for tests that kill -9,
- * restart or drive them from outside. The unit project's global setup (build-once.ts) runs
+ * restart or drive them from outside. The process project's global setup (build-once.ts) runs
  * `tsc -b` first, so the build always matches the sources under test.
  */
 export const HERMES_BIN = fileURLToPath(new URL("../../services/cli/bin/hermes.js", import.meta.url));

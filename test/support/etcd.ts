@@ -3,6 +3,7 @@ import { accessSync, constants, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
+import { eventually } from "./eventually.js";
 
 /**
  * Real etcd processes for tests: the `etcd` binary of Debian's `etcd-server` package (on PATH or at
@@ -197,18 +198,16 @@ class EtcdProcess implements EtcdMember {
 async function waitHealthy(members: EtcdProcess[], timeoutMs: number): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   for (const member of members) {
-    for (;;) {
-      if (!member.running()) throw new Error(`etcd ${member.name} exited before it was healthy:\n${member.output()}`);
-      try {
+    await eventually(
+      async () => {
+        if (!member.running()) return; // never healthy now: said below
         const res = await fetch(`${member.endpoint}/health`, { signal: AbortSignal.timeout(1000) });
         const body = (await res.json()) as { health?: string };
-        if (body.health === "true") break;
-      } catch {
-        // not up yet
-      }
-      if (performance.now() > deadline) throw new Error(`etcd ${member.name} not healthy within ${timeoutMs} ms:\n${member.output()}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+        if (body.health !== "true") throw new Error(`not healthy yet:\n${member.output()}`);
+      },
+      { timeoutMs: Math.max(0, deadline - performance.now()), intervalMs: 50, what: `etcd ${member.name} to be healthy` },
+    );
+    if (!member.running()) throw new Error(`etcd ${member.name} exited before it was healthy:\n${member.output()}`);
   }
 }
 

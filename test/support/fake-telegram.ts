@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { eventually } from "./eventually.js";
 
 /**
  * A fake Telegram Bot API server for tests: real HTTP on 127.0.0.1 (a free port), paths
@@ -226,7 +227,6 @@ export class FakeTelegram {
   private readonly conflictPolicy: "reject_new" | "terminate_old";
   private pollIds = 0;
   private nextChatMessageId = 1;
-  private waiters: (() => void)[] = [];
 
   private constructor(
     private readonly server: Server,
@@ -369,31 +369,9 @@ export class FakeTelegram {
     return this.state(token).maxServedAtOnce;
   }
 
-  /** Resolves when `check` holds, re-checking on every request; rejects after `timeoutMs`. */
-  async waitFor<T>(check: () => T | undefined | false, timeoutMs = 10_000, what = "condition"): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = check();
-      if (value !== undefined && value !== false) return value;
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`fake Telegram: timed out waiting for ${what}`);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, Math.min(left, 200));
-        this.waiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-    }
-  }
-
   /** Waits until at least `count` messages were sent; returns them all. */
   waitForSent(count: number, token?: string, timeoutMs = 10_000): Promise<SentMessage[]> {
-    return this.waitFor(
-      () => (this.state(token).sent.length >= count ? this.sent(token) : undefined),
-      timeoutMs,
-      `${count} sent message(s)`,
-    );
+    return eventually(() => this.state(token).sent.length >= count && this.sent(token), { timeoutMs, what: `${count} sent message(s)` });
   }
 
   // ---- failure injection ---------------------------------------------------------------------
@@ -420,15 +398,8 @@ export class FakeTelegram {
 
   // ---- serving -------------------------------------------------------------------------------
 
-  private notify(): void {
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const w of waiters) w();
-  }
-
   private wake(state: BotState): void {
     if (state.active && state.entries.length > 0) state.active.answer("updates");
-    this.notify();
   }
 
   private takeFailure(state: BotState, method: string): FakeTelegramFailure | undefined {
@@ -455,7 +426,6 @@ export class FakeTelegram {
       return apiError(res, 400, "Bad Request: can't parse request body");
     }
     state.calls.push({ method: methodName, http_method: req.method ?? "GET", params });
-    this.notify();
     const failure = this.takeFailure(state, method);
     if (failure) return this.fail(req, res, failure);
     switch (method) {
@@ -517,7 +487,6 @@ export class FakeTelegram {
       ...(Array.isArray(entities) ? { entities } : {}),
     };
     state.sent.push(message);
-    this.notify();
     respond(res, 200, {
       ok: true,
       result: {
@@ -543,7 +512,6 @@ export class FakeTelegram {
       if (refused === "newcomer") {
         record.outcome = "conflict";
         record.ended_at = Date.now();
-        this.notify();
         apiError(res, 409, CONFLICT_DESCRIPTION);
         return;
       }
@@ -567,7 +535,6 @@ export class FakeTelegram {
         if (batch.length > 0) record.outcome = "updates";
         respond(res, 200, { ok: true, result: batch.map((e) => e.json) });
       }
-      this.notify();
     };
     state.active = { record, answer };
     state.servedAtOnce += 1;
@@ -575,7 +542,6 @@ export class FakeTelegram {
     res.on("close", () => {
       if (!res.writableEnded) answer("aborted");
     });
-    this.notify();
     if (state.entries.length > 0 || timeout === 0) answer(state.entries.length > 0 ? "updates" : "empty");
     else timer = setTimeout(() => answer("empty"), timeout * 1000);
   }

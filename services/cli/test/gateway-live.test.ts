@@ -1,6 +1,7 @@
 import { existsSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import {
   assertBuilt,
   type GatewayProcess,
@@ -69,20 +70,6 @@ async function chatOk(profile: string, text: string, persona = profile): Promise
   expect(reply).toContain(persona);
   expect(reply).toContain(text);
   return reply;
-}
-
-/** Polls until `check` stops throwing (the gateway persists its routing index just after it answers). */
-async function eventually(check: () => void, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      check();
-      return;
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
 }
 
 function routingKeys(): string[] {

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { assertBuilt, type GatewayProcess, hermes, removeHome, startGatewayProcess, TEST_KEY, tempHome } from "./support/cli-harness.js";
 
 /**
@@ -93,12 +94,15 @@ describe("hermes groups", () => {
     });
 
     // 3. The old authority has been told (fence notice) and refuses sends; demote it.
-    let refused = { code: 0, stdout: "", stderr: "" };
-    for (let i = 0; i < 50 && refused.code === 0; i++) {
-      refused = await onA(["groups", "send", "demo", "late", "--event-id", `late-${i}`]);
-      if (refused.code === 0) await new Promise((r) => setTimeout(r, 200));
-    }
-    expect(refused.code).toBe(2);
+    let attempt = 0;
+    const refused = await eventually(
+      async () => {
+        const r = await onA(["groups", "send", "demo", "late", "--event-id", `late-${attempt++}`]);
+        expect(r.code).toBe(2);
+        return r;
+      },
+      { timeoutMs: 30_000, intervalMs: 200, what: "gw-a to refuse sends once it knows of the promote" },
+    );
     expect(refused.stderr).toMatch(/fenced/);
     const regression = await onA(["groups", "demote", "demo", "--observed-gateway", b.id, "--observed-epoch", "1"]);
     expect(regression.code).toBe(2);

@@ -2,6 +2,7 @@ import { chmodSync, existsSync, mkdirSync, statSync, writeFileSync } from "node:
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startGatewayProcess as startDaemon, startRelayProcess } from "../../../test/support/daemons.js";
+import { eventually } from "../../../test/support/eventually.js";
 import { assertBuilt, cleanEnv, hermes, removeHome, startGatewayProcess, TEST_KEY, tempHome } from "./support/cli-harness.js";
 
 /**
@@ -25,9 +26,7 @@ afterAll(() => {
 
 /** Waits (bounded) until `text` shows up on a daemon's stderr: the pipe may deliver it just after the ready line. */
 async function stderrShows(daemon: { output(): { stderr: string } }, text: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!daemon.output().stderr.includes(text) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  expect(daemon.output().stderr).toContain(text);
+  await eventually(() => expect(daemon.output().stderr).toContain(text));
 }
 
 const mode = (path: string) => statSync(path).mode & 0o777;

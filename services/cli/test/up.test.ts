@@ -2,6 +2,7 @@ import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { mkdirSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { assertBuilt, cleanEnv, HERMES_BIN, removeHome, tempHome } from "./support/cli-harness.js";
 
 /**
@@ -53,12 +54,7 @@ function startUp(args: string[] = []): Up {
 }
 
 async function ready(up: Up, timeoutMs = 90_000): Promise<string> {
-  const deadline = Date.now() + timeoutMs;
-  while (!/^mesh ready: /m.test(up.output())) {
-    if (up.child.exitCode !== null) throw new Error(`hermes up exited ${up.child.exitCode} before it was ready:\n${up.output()}`);
-    if (Date.now() > deadline) throw new Error(`hermes up not ready within ${timeoutMs} ms:\n${up.output()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await printed(up, /^mesh ready: /m, timeoutMs);
   return up.output();
 }
 
@@ -105,14 +101,16 @@ function alive(pid: number): boolean {
 
 /** Waits until the output matches (a line hermes up prints when something happens), returning the match. */
 async function printed(up: Up, pattern: RegExp, timeoutMs = 60_000): Promise<RegExpExecArray> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const m = pattern.exec(up.output());
-    if (m) return m;
-    if (up.child.exitCode !== null) throw new Error(`hermes up exited ${up.child.exitCode} before printing ${pattern}:\n${up.output()}`);
-    if (Date.now() > deadline) throw new Error(`hermes up did not print ${pattern} within ${timeoutMs} ms:\n${up.output()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await eventually(
+    () => {
+      if (up.child.exitCode !== null) return; // it never prints it now: said below
+      expect(up.output()).toMatch(pattern);
+    },
+    { timeoutMs, intervalMs: 100, what: `hermes up to print ${pattern}` },
+  );
+  const m = pattern.exec(up.output());
+  if (!m) throw new Error(`hermes up exited ${up.child.exitCode} before printing ${pattern}:\n${up.output()}`);
+  return m;
 }
 
 async function profileNames(home: string): Promise<string[]> {
@@ -165,12 +163,13 @@ describe("hermes up", () => {
     const send = await run(find(/groups send lobby/));
     expect(send.code, send.stderr).toBe(0);
     const seq = Number(/sent: seq (\d+)/.exec(send.stdout)?.[1]);
-    let log = "";
-    for (let i = 0; i < 50 && !/hello @all/.test(log); i++) {
-      log = (await run(find(/gw-2 groups log lobby/))).stdout;
-      if (!/hello @all/.test(log)) await new Promise((r) => setTimeout(r, 200));
-    }
-    expect(log).toMatch(new RegExp(`^${seq}\\s+1\\s+message\\.user\\s+user\\s+hello @all`, "m"));
+    await eventually(
+      async () =>
+        expect((await run(find(/gw-2 groups log lobby/))).stdout).toMatch(
+          new RegExp(`^${seq}\\s+1\\s+message\\.user\\s+user\\s+hello @all`, "m"),
+        ),
+      { timeoutMs: 30_000, intervalMs: 200, what: "the replica on gw-2 to show the message" },
+    );
 
     // A second `hermes up` on the same folder while this one runs is refused (exit 2).
     const second = await run(["up", "--dir", "mesh"]);

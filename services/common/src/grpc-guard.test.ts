@@ -89,6 +89,8 @@ beforeAll(async () => {
       },
     }),
   );
+  // HERMES_LOG_LEVEL (silent under npm test) overrides createLogger's level; this test reads the log.
+  logger.level = "error";
   server = new GuardedServer(logger);
   server.addService(
     Probe,

@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
  * `@hermes/common/pure`) in a fresh process resolves nothing but other core modules, the pure part
  * of @hermes/common, zod, croner and node:crypto (hashing). Everything else a module could reach
  * (node:fs, node:net, better-sqlite3, grpc-js, pino, prom-client, yaml, ws, the `@hermes/common`
- * server barrel, a shell module) is a violation. It runs the built code (the unit project builds
+ * server barrel, a shell module) is a violation. It runs the built code (the process project builds
  * first), the form the daemons run. The biome rule in biome.json says the same at lint time.
  */
 

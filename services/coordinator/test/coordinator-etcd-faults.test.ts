@@ -2,8 +2,8 @@ import { HermesError } from "@hermes/common/client";
 import { Etcd3 } from "etcd3";
 import { afterEach, describe, expect, it } from "vitest";
 import { type EtcdCluster, startEtcdCluster } from "../../../test/support/etcd.js";
+import { eventually } from "../../../test/support/eventually.js";
 import { Coordinator, initialRecord } from "../src/index.js";
-import { waitFor } from "./support/child.js";
 
 /** etcd lost while gateways run: a single node killed and restarted, and a 3-member cluster losing one member, then its majority. */
 
@@ -43,20 +43,20 @@ describe("etcd lost mid-run", () => {
     await etcd!.kill9();
     await expect(a.readAuthority("r1")).rejects.toMatchObject({ reason: "coordinator_unavailable" });
     await expect(a.gateways()).rejects.toBeInstanceOf(HermesError);
-    await waitFor(() => seen.includes("lost"), "the lease to be lost by gw-a's own clock");
+    await eventually(() => seen.includes("lost"), { what: "the lease to be lost by gw-a's own clock" });
     expect(() => a.requireLease()).toThrow(expect.objectContaining({ reason: "lease_lost" }));
     expect(await a.claimAuthority("r1", { mode: "automatic", localMaxEpoch: 0 })).toMatchObject({ kind: "refuse", code: "lease_lost" });
     expect(await a.writeAuthority("r1", "0", initialRecord("gw-a", a.leaseStatus().leaseId!, 1))).toEqual({ kind: "lease_lost" });
 
     await etcd!.restart();
-    await waitFor(() => a.leaseStatus().phase === "valid", "a valid lease once etcd is back");
-    await waitFor(async () => (await a.gateways()).has("gw-a"), "gw-a registered again");
+    await eventually(() => a.leaseStatus().phase === "valid", { what: "a valid lease once etcd is back" });
+    await eventually(async () => (await a.gateways()).has("gw-a"), { what: "gw-a registered again" });
     const written = await a.writeAuthority("r1", "0", initialRecord("gw-a", a.requireLease(), 1));
     expect(written.kind).toBe("written");
     // The watch started before the outage still delivers.
     const b = await connect(cluster.endpoints, "gw-b");
     await b.register(registration);
-    await waitFor(() => arrivals.includes("gw-b"), "the old watch to report gw-b");
+    await eventually(() => arrivals.includes("gw-b"), { what: "the old watch to report gw-b" });
   });
 });
 
@@ -70,16 +70,16 @@ describe("a 3-member etcd cluster", () => {
 
     await m0!.kill9();
     const before = a.leaseStatus().validUntil!;
-    await waitFor(() => (a.leaseStatus().validUntil ?? 0) > before + 1000, "renewals through the two members left");
+    await eventually(() => (a.leaseStatus().validUntil ?? 0) > before + 1000, { what: "renewals through the two members left" });
     expect(seen).not.toContain("lost");
     expect((await a.writeAuthority("r1", "0", initialRecord("gw-a", a.requireLease(), 1))).kind).toBe("written");
 
     await m1!.kill9();
-    await waitFor(() => seen.includes("lost"), "the lease to be lost without a majority");
+    await eventually(() => seen.includes("lost"), { what: "the lease to be lost without a majority" });
     await expect(a.readAuthority("r1")).rejects.toMatchObject({ reason: "coordinator_unavailable" });
 
     await Promise.all([m0!.restart(), m1!.restart()]);
-    await waitFor(() => a.leaseStatus().phase === "valid", "a valid lease with the majority back", 20_000);
+    await eventually(() => a.leaseStatus().phase === "valid", { timeoutMs: 20_000, what: "a valid lease with the majority back" });
     const raw = new Etcd3({ hosts: m2!.endpoint });
     try {
       expect(await raw.get("/hermes/gateways/gw-a").string()).not.toBeNull();

@@ -2,8 +2,9 @@ import { HermesError } from "@hermes/common/client";
 import { Etcd3 } from "etcd3";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { deadEndpoint, type EtcdMember, startEtcd } from "../../../test/support/etcd.js";
+import { eventually } from "../../../test/support/eventually.js";
 import { assessAuthorityRecord, Coordinator, type CoordinatorOptions, encodeAuthorityRecord, initialRecord } from "../src/index.js";
-import { type CoordinatorChild, startCoordinatorChild, waitFor } from "./support/child.js";
+import { type CoordinatorChild, startCoordinatorChild } from "./support/child.js";
 
 /**
  * The etcd adapter against a real etcd (Debian etcd-server) on random loopback ports. Lease TTL 2 s.
@@ -66,7 +67,7 @@ describe("registration and discovery", () => {
     expect([...listed.keys()].sort()).toEqual(["gw-a", "gw-b"]);
     expect(listed.get("gw-a")).toMatchObject({ advertise_url: "grpc://10.0.0.5:7440", version: "0.1.0", lease: a.leaseStatus().leaseId });
     await b.close();
-    await waitFor(() => seen.get("gw-b") === null, "gw-b's departure");
+    await eventually(() => seen.get("gw-b") === null, { what: "gw-b's departure" });
     expect([...(await a.gateways()).keys()]).toEqual(["gw-a"]);
   });
 
@@ -97,7 +98,7 @@ describe("leases", () => {
     await watcher.watchGateways((id, reg) => reg === null && departed.push(id));
     expect((await watcher.gateways()).has("gw-h")).toBe(true);
     holder.pause();
-    await waitFor(() => departed.includes("gw-h"), "the paused holder's registration to expire");
+    await eventually(() => departed.includes("gw-h"), { what: "the paused holder's registration to expire" });
     const oldLease = (await holder.next((e) => e.event === "ready", "ready")).lease as string;
     expect(await watcher.leaseAlive(oldLease)).toBe(false);
     holder.resume();
@@ -106,7 +107,7 @@ describe("leases", () => {
     expect(lost.leaseId).toBe(oldLease);
     // etcd then says the lease is gone; a new lease is granted and the gateway registers again.
     await holder.next((e) => e.event === "lease" && e.phase === "valid" && e.leaseId !== oldLease, "a new lease");
-    await waitFor(async () => (await watcher.gateways()).get("gw-h")?.lease !== undefined, "re-registration");
+    await eventually(async () => (await watcher.gateways()).get("gw-h")?.lease !== undefined, { what: "re-registration" });
     expect((await watcher.gateways()).get("gw-h")!.lease).not.toBe(oldLease);
   });
 
@@ -122,7 +123,7 @@ describe("leases", () => {
       const before = until();
       expect(a.leaseStatus().phase).toBe("valid");
       // Two renewals later (one every TTL/3), still valid, deadline moved on, no phase change.
-      await waitFor(() => until() > before + 1000, `two renewals with the wall clock moved by ${jump} ms`);
+      await eventually(() => until() > before + 1000, { what: `two renewals with the wall clock moved by ${jump} ms` });
       expect(a.leaseStatus().phase).toBe("valid");
       vi.restoreAllMocks();
     }
@@ -175,7 +176,10 @@ describe("authority records", () => {
       code: "lease_valid",
     });
     await holder.kill9();
-    await waitFor(async () => !(await b.leaseAlive(r.record!.lease!)), "the killed holder's lease to expire", 10_000);
+    await eventually(async () => !(await b.leaseAlive(r.record!.lease!)), {
+      timeoutMs: 10_000,
+      what: "the killed holder's lease to expire",
+    });
     const claimed = await b.claimAuthority("r1", { mode: "automatic", localMaxEpoch: 1 });
     expect(claimed).toMatchObject({
       kind: "claimed",
@@ -213,7 +217,7 @@ describe("authority records", () => {
     });
     // A claim from it still goes above the epoch this gateway knows.
     expect(await b.claimAuthority("r1", { mode: "automatic", localMaxEpoch: 3 })).toMatchObject({ kind: "claimed", record: { epoch: 4 } });
-    await waitFor(() => versions.at(-1) === "gw-b@4", "the watch to report every version");
+    await eventually(() => versions.at(-1) === "gw-b@4", { what: "the watch to report every version" });
     expect(versions.some((v) => v?.includes("format"))).toBe(true);
   });
 });
@@ -227,11 +231,11 @@ describe("singletons", () => {
     const b = await connect(prefix, "gw-b");
     const events: string[] = [];
     const handle = b.singleton("poller", { onAcquired: () => events.push("acquired"), onLost: () => events.push("lost") });
-    await waitFor(() => handle.holder() === "gw-a", "gw-b to see gw-a holding");
+    await eventually(() => handle.holder() === "gw-a", { what: "gw-b to see gw-a holding" });
     expect(handle.holding()).toBe(false);
     expect(events).toEqual([]);
     await holder.kill9();
-    await waitFor(() => handle.holding(), "the hand-over to gw-b", 10_000);
+    await eventually(() => handle.holding(), { timeoutMs: 10_000, what: "the hand-over to gw-b" });
     expect(events).toEqual(["acquired"]);
     expect(handle.holder()).toBe("gw-b");
     await handle.release();
@@ -243,11 +247,11 @@ describe("singletons", () => {
     const prefix = freshPrefix();
     const coordinators = await Promise.all(["gw-a", "gw-b", "gw-c"].map((id) => connect(prefix, id)));
     const handles = coordinators.map((c) => c.singleton("job", { onAcquired: () => undefined, onLost: () => undefined }));
-    await waitFor(() => handles.some((h) => h.holding()), "a holder");
+    await eventually(() => handles.some((h) => h.holding()), { what: "a holder" });
     expect(handles.filter((h) => h.holding())).toHaveLength(1);
     const first = handles.findIndex((h) => h.holding());
     await handles[first]!.release();
-    await waitFor(() => handles.some((h, i) => i !== first && h.holding()), "the next holder");
+    await eventually(() => handles.some((h, i) => i !== first && h.holding()), { what: "the next holder" });
     expect(handles.filter((h) => h.holding())).toHaveLength(1);
   });
 });

@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { main } from "../../cli/src/main.js";
-import { createBot, eventually } from "./support/delivery-fixtures.js";
+import { createBot } from "./support/delivery-fixtures.js";
 import { type GatedProvider, startGatedProvider } from "./support/gated-provider.js";
 import { startTestGateway, TEST_KEY, type TestGateway } from "./support/gateway-harness.js";
 

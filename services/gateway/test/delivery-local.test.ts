@@ -2,7 +2,8 @@ import type { HermesError } from "@hermes/common";
 import { DeliveryServiceClient } from "@hermes/proto/hermes/v1/delivery";
 import { GatewayServiceClient } from "@hermes/proto/hermes/v1/gateway";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { botChat, createBot, eventually, rpc, sendAndWait } from "./support/delivery-fixtures.js";
+import { eventually } from "../../../test/support/eventually.js";
+import { botChat, createBot, rpc, sendAndWait } from "./support/delivery-fixtures.js";
 import { startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 
 /**

@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { DeliveryServiceClient } from "@hermes/proto/hermes/v1/delivery";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { botChat, createBot, eventually, rpc, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
+import { eventually } from "../../../test/support/eventually.js";
+import { botChat, createBot, rpc, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "./support/fake-openai-server.js";
 import { startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 
@@ -58,11 +59,10 @@ describe("ordering across 5 senders and 10 bots", () => {
     const enqueued = Date.now();
     const db = new Database(join(t.home, "state.db"), { readonly: true });
     try {
-      await eventually(
-        () => expect(db.prepare("SELECT count(*) FROM delivery_outbox WHERE state = 'settled'").pluck().get()).toBe(1000),
-        240_000,
-        100,
-      );
+      await eventually(() => expect(db.prepare("SELECT count(*) FROM delivery_outbox WHERE state = 'settled'").pluck().get()).toBe(1000), {
+        timeoutMs: 240_000,
+        intervalMs: 100,
+      });
       const settled = Date.now();
 
       for (const target of TARGETS) {
@@ -113,9 +113,12 @@ describe("ordering across 5 senders and 10 bots", () => {
       expect(lanes.maxRunning).toBeGreaterThan(1);
       expect(lanes.maxRunning).toBeLessThanOrEqual(CAP);
       // Every sender got every reply as a notification, in its own Bot Chat.
-      await eventually(() => {
-        for (const sender of SENDERS) expect(botChat(t, sender).filter((m) => m.role === "notification")).toHaveLength(PER_SENDER);
-      }, 20_000);
+      await eventually(
+        () => {
+          for (const sender of SENDERS) expect(botChat(t, sender).filter((m) => m.role === "notification")).toHaveLength(PER_SENDER);
+        },
+        { timeoutMs: 20_000 },
+      );
     } finally {
       db.close();
     }

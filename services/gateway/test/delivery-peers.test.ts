@@ -4,7 +4,8 @@ import { join } from "node:path";
 import type { HermesError } from "@hermes/common";
 import { DeliveryServiceClient } from "@hermes/proto/hermes/v1/delivery";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { botChat, createBot, eventually, rpc, sendAndWait, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
+import { eventually } from "../../../test/support/eventually.js";
+import { botChat, createBot, rpc, sendAndWait, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
 import { startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 
 /**

@@ -2,7 +2,8 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { botChat, createBot, eventually, sendAndWait, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
+import { eventually } from "../../../test/support/eventually.js";
+import { botChat, createBot, sendAndWait, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "./support/fake-openai-server.js";
 import { startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 
@@ -42,8 +43,9 @@ describe("queueing behind a running turn", () => {
     const human = t.gateway.chat.turn({ profile: "bob", text: "a long question" }).catch((e: unknown) => e);
     await eventually(() => expect(fake.chatRequests()).toHaveLength(1));
     const ack = t.gateway.deliveries.send("alice", "bob", "are you free?");
-    // Admitted and waiting, not refused as busy.
-    await new Promise((r) => setTimeout(r, 200));
+    // Admitted and waiting, not refused as busy: its attempt has started (it holds a lane slot) and
+    // waits in bob's Bot Chat behind the person's turn, still unclaimed.
+    await eventually(() => expect(t.gateway.deliveries.ingressLanes.running).toBe(1));
     expect(t.gateway.deliveries.get(ack.delivery_id)).toMatchObject({ state: "queued", attempts: 0 });
     const receipt = await t.gateway.deliveries.wait(ack.delivery_id);
     expect(receipt).toMatchObject({ state: "settled", attempts: 1, reply: "echo(m-bob): Message from 🤖 alice (@alice): are you free?" });

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { toChatMessages } from "../src/app/chat.js";
 import type { DELIVERY_REASONS } from "../src/core/delivery/reasons.js";
-import { botChat, createBot, eventually, sendAndWait, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
+import { botChat, createBot, sendAndWait, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
 import { type FakeFailure, type FakeOpenAIServer, startFakeOpenAIServer } from "./support/fake-openai-server.js";
 import { startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { FakeGateway } from "../../relay/test/support/fake-gateway.js";
 import { startTestRelay, type TestRelay } from "../../relay/test/support/relay-harness.js";
-import { createBot, eventually, writeHomeConfig } from "./support/delivery-fixtures.js";
+import { createBot, writeHomeConfig } from "./support/delivery-fixtures.js";
 import { startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 
 /**

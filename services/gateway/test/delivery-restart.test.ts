@@ -8,7 +8,8 @@ import Database from "better-sqlite3";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { type DaemonProcess, startGatewayProcess } from "../../../test/support/daemons.js";
-import { botChat, createBot, eventually, rpc, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
+import { eventually } from "../../../test/support/eventually.js";
+import { botChat, createBot, rpc, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "./support/fake-openai-server.js";
 import { call, startTestGateway, TEST_KEY, type TestGateway } from "./support/gateway-harness.js";
 

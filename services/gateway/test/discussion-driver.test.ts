@@ -5,8 +5,9 @@ import type { CallOptions, Metadata, ServiceError } from "@grpc/grpc-js";
 import { authMetadata, unaryCall } from "@hermes/common";
 import { RoomServiceClient, type RoomStateReply, type StateRequest } from "@hermes/proto/hermes/v1/rooms";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import type { Member, RoomEvent } from "../src/core/rooms/index.js";
-import { createBot, eventually, transcript, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
+import { createBot, transcript, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
 import {
   type ScriptedProvider,
   scriptedBot,
@@ -71,12 +72,15 @@ function log(roomId: string): RoomEvent[] {
 
 /** Waits until the discussion of the newest user message has ended; its state. */
 async function ended(roomId: string, userSeq: number, timeoutMs = 20_000) {
-  return eventually(() => {
-    const state = t.gateway.rooms.state(roomId);
-    expect(state.discussion?.discussion_seq).toBe(userSeq);
-    expect(["settled", "bounded", "stopped"]).toContain(state.driver_status);
-    return state;
-  }, timeoutMs);
+  return eventually(
+    () => {
+      const state = t.gateway.rooms.state(roomId);
+      expect(state.discussion?.discussion_seq).toBe(userSeq);
+      expect(["settled", "bounded", "stopped"]).toContain(state.driver_status);
+      return state;
+    },
+    { timeoutMs },
+  );
 }
 
 /** Replies whose text names the member and its round, so the log shows who said what when. */
@@ -236,7 +240,7 @@ describe("member turns", () => {
       { member_id: "ghoul", profile: "ghoul" },
     ]);
     const lone = await say(empty, "hello?");
-    await new Promise((r) => setTimeout(r, 200));
+    await t.gateway.discussions.idle();
     expect(t.gateway.rooms.state(empty)).toMatchObject({ driver_status: "no_members", needs_you: false });
     expect(log(empty).map((e) => e.seq)).toEqual([1, lone.seq]);
   });
@@ -258,8 +262,8 @@ describe("control", () => {
     expect(lines.at(-1)).toMatchObject({ kind: "turn.failed", member: "bob", reason: "discussion_stopped" });
     expect(startedTurns(log(room))).toEqual(["0:alice", "0:bob"]);
     provider.release("bob");
-    // Nothing more runs; a new user message starts a new discussion.
-    await new Promise((r) => setTimeout(r, 200));
+    // Nothing more runs (the driver has acted on everything in the log); a new user message starts a new discussion.
+    await t.gateway.discussions.idle();
     expect(startedTurns(log(room))).toHaveLength(2);
     provider.script(() => "(pass)");
     const next = await say(room, "ok, new topic");
@@ -277,7 +281,7 @@ describe("control", () => {
     t.gateway.rooms.observe(room, { gateway_id: "usurper", epoch: 7 });
     expect(t.gateway.rooms.state(room).driver_status).toBe("fenced");
     provider.release("alice");
-    await new Promise((r) => setTimeout(r, 300));
+    await t.gateway.discussions.idle();
     expect(log(room)).toHaveLength(before);
     expect(provider.callsOf("bob").filter((c) => c.messages.some((m) => m.content === "hello"))).toHaveLength(0);
   });

@@ -5,9 +5,10 @@ import { credentials } from "@grpc/grpc-js";
 import { authMetadata, fromServiceError, type HermesError } from "@hermes/common";
 import { type MemberTurnReply, type MemberTurnRequest, RoomMemberServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { startTestRelay, type TestRelay } from "../../relay/test/support/relay-harness.js";
 import type { Member, RoomEvent } from "../src/core/rooms/index.js";
-import { createBot, eventually, sendAndWait, transcript, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
+import { createBot, sendAndWait, transcript, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
 import {
   memberTurnRequest,
   type ScriptedProvider,
@@ -92,12 +93,15 @@ afterAll(async () => {
 async function discuss(t: TestGateway, roomId: string, members: Member[], text: string) {
   t.gateway.rooms.create({ room_id: roomId, name: `Remote ${roomId}`, members });
   const { event } = await t.gateway.rooms.send({ room_id: roomId, event_id: `q-${roomId}`, payload: { text } });
-  const state = await eventually(() => {
-    const s = t.gateway.rooms.state(roomId);
-    expect(s.discussion?.discussion_seq).toBe(event.seq);
-    expect(["settled", "bounded", "stopped"]).toContain(s.driver_status);
-    return s;
-  }, 30_000);
+  const state = await eventually(
+    () => {
+      const s = t.gateway.rooms.state(roomId);
+      expect(s.discussion?.discussion_seq).toBe(event.seq);
+      expect(["settled", "bounded", "stopped"]).toContain(s.driver_status);
+      return s;
+    },
+    { timeoutMs: 30_000 },
+  );
   const events: RoomEvent[] = t.gateway.rooms.log({ room_id: roomId, since_seq: 0, limit: 500 }).events;
   return { state, events };
 }

@@ -5,10 +5,11 @@ import { authMetadata, unaryCall } from "@hermes/common";
 import type { LogPage, RoomServiceClient, RoomStateReply, SendReply } from "@hermes/proto/hermes/v1/rooms";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DaemonProcess, startGatewayProcess } from "../../../test/support/daemons.js";
+import { eventually } from "../../../test/support/eventually.js";
 import { roomClient } from "../src/api/grpc/room-client.js";
 import { unpackEvents } from "../src/app/rooms/wire.js";
 import type { RoomEvent } from "../src/core/rooms/index.js";
-import { createBot, eventually, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
+import { createBot, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
 import {
   type ScriptedProvider,
   scriptedBot,
@@ -83,7 +84,7 @@ describe("restart mid-discussion", () => {
       first.client.send({ room_id: "crash-room", event_id: "q1", payload: { text: "what's the plan?" } }, authMetadata(TEST_KEY), cb),
     );
     const userSeq = sent.event!.seq;
-    await eventually(() => expect(p.held("bob")).toBe(1), 20_000);
+    await eventually(() => expect(p.held("bob")).toBe(1), { timeoutMs: 20_000 });
     const midway = await readLog(first.client, "crash-room");
     expect(startedTurns(midway)).toEqual(["0:alice", "0:bob"]);
     const bobTurn = turnLines(midway).find((l) => l.kind === "turn.started" && l.member === "bob")!.turn_id!;
@@ -96,12 +97,15 @@ describe("restart mid-discussion", () => {
     p.release("bob"); // future bob turns are answered by the script
 
     const second = await start(home);
-    const ended = await eventually(async () => {
-      const s = await state(second.client, "crash-room");
-      expect(s.discussion?.discussion_seq).toBe(userSeq);
-      expect(["settled", "bounded"]).toContain(s.driver_status);
-      return s;
-    }, 30_000);
+    const ended = await eventually(
+      async () => {
+        const s = await state(second.client, "crash-room");
+        expect(s.discussion?.discussion_seq).toBe(userSeq);
+        expect(["settled", "bounded"]).toContain(s.driver_status);
+        return s;
+      },
+      { timeoutMs: 30_000 },
+    );
     expect(ended.discussion).toMatchObject({ state: "settled", reason: "silent_round" });
 
     const events = await readLog(second.client, "crash-room");

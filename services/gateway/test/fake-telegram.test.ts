@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { FakeTelegram } from "../../../test/support/fake-telegram.js";
 
 let fake: FakeTelegram;
@@ -62,7 +63,7 @@ describe("fake Telegram: getUpdates", () => {
 
   it("a long poll is answered as soon as an update arrives, or empty when its timeout passes", async () => {
     const waiting = call("getUpdates", { timeout: 20 });
-    await fake.waitFor(() => fake.polls().length === 1);
+    await eventually(() => fake.polls().length === 1);
     const id = fake.topicMessage("hi topic", { chat_id: -1001234567890, topic_id: 7 });
     const answer = await waiting;
     expect(answer.json.result).toMatchObject([
@@ -112,7 +113,7 @@ describe("fake Telegram: getUpdates", () => {
   it("two overlapping polls of one token: the newcomer gets 409 and is logged; the polls served never overlap", async () => {
     const first = new AbortController();
     const held = call("getUpdates", { timeout: 20 }, { signal: first.signal }).catch(() => undefined);
-    await fake.waitFor(() => fake.polls().length === 1);
+    await eventually(() => fake.polls().length === 1);
     const second = await call("getUpdates", { timeout: 20 });
     expect(second).toEqual({
       status: 409,
@@ -125,7 +126,7 @@ describe("fake Telegram: getUpdates", () => {
     expect(fake.overlaps()).toEqual([{ active: 1, newcomer: 2, refused: "newcomer" }]);
     first.abort();
     await held;
-    await fake.waitFor(() => fake.polls()[0]!.outcome === "aborted");
+    await eventually(() => fake.polls()[0]!.outcome === "aborted");
     expect((await call("getUpdates", { timeout: 0 })).status).toBe(200);
     expect(fake.maxConcurrentPolls()).toBe(1);
   });
@@ -135,7 +136,7 @@ describe("fake Telegram: getUpdates", () => {
     try {
       const token = old.bot.token;
       const first = fetch(`${old.apiRoot}/bot${token}/getUpdates?timeout=20`);
-      await old.waitFor(() => old.polls().length === 1);
+      await eventually(() => old.polls().length === 1);
       const second = fetch(`${old.apiRoot}/bot${token}/getUpdates?timeout=1`);
       expect((await first).status).toBe(409);
       expect((await second).status).toBe(200);

@@ -3,7 +3,8 @@ import { connect as connectTcp, type Socket } from "node:net";
 import { GRPC_SERVER_LIMITS } from "@hermes/common";
 import { HealthCheckResponse_ServingStatus, HealthClient } from "@hermes/proto/grpc/health/v1/health";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MEMBERS, type RoomNode, startRoomNode, stopNodes, waitFor } from "./support/rooms-fixtures.js";
+import { eventually } from "../../../test/support/eventually.js";
+import { MEMBERS, type RoomNode, startRoomNode, stopNodes } from "./support/rooms-fixtures.js";
 
 /**
  * The gateway's gRPC port bounds what a client can hold: a TCP connection that never speaks
@@ -79,7 +80,10 @@ describe("keyless streams", () => {
       open[0]!.stream.close();
       await new Promise((resolve) => open[0]!.stream.once("close", resolve));
       // The gateway sees the cancel a moment later; until then the slot is still taken.
-      await waitFor(async () => (await watch(sessions[1]!).headers)["grpc-status"] === undefined, 5000, "the freed Watch slot");
+      await eventually(async () => (await watch(sessions[1]!).headers)["grpc-status"] === undefined, {
+        timeoutMs: 5000,
+        what: "the freed Watch slot",
+      });
     } finally {
       for (const s of sessions) s.destroy();
     }

@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
+import { eventually } from "../../../test/support/eventually.js";
 import { startTestGateway, TEST_KEY, type TestGateway } from "./support/gateway-harness.js";
-import { waitFor } from "./support/rooms-fixtures.js";
 import { RpcClient } from "./support/rpc-client.js";
 
 /**
@@ -182,7 +182,7 @@ describe("/rpc connection cap", () => {
       first.close();
     });
     // The gateway sees the close a moment later; until then the slot is still taken.
-    await waitFor(
+    await eventually(
       async () => {
         try {
           open.push(await connect({}));
@@ -192,8 +192,7 @@ describe("/rpc connection cap", () => {
           throw err;
         }
       },
-      5000,
-      "the freed connection slot",
+      { timeoutMs: 5000, what: "the freed connection slot" },
     );
     for (const ws of open) ws.close();
   });

@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { GatewayServiceClient } from "@hermes/proto/hermes/v1/gateway";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { botChat, createBot, eventually, rpc, transcript, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
+import { eventually } from "../../../test/support/eventually.js";
+import { botChat, createBot, rpc, transcript, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
 import { type GatedProvider, startGatedProvider } from "./support/gated-provider.js";
 import { call, startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 

@@ -4,10 +4,11 @@ import { join } from "node:path";
 import { systemClock } from "@hermes/common";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DaemonProcess, startRelayProcess } from "../../../test/support/daemons.js";
+import { eventually } from "../../../test/support/eventually.js";
 import { KeyAdmin } from "../../relay/src/app/key-admin.js";
 import { relayDbPath } from "../../relay/src/daemon/relay.js";
 import { RelayStore } from "../../relay/src/store/relay-store.js";
-import { botChat, createBot, eventually, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
+import { botChat, createBot, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
 import { type GatedProvider, startGatedProvider } from "./support/gated-provider.js";
 import { startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 
@@ -41,7 +42,7 @@ function relayAcked(t: TestGateway): number {
 }
 
 async function connected(t: TestGateway): Promise<void> {
-  await eventually(() => expect(t.gateway.relay!.status().state).toBe("connected"), 20_000);
+  await eventually(() => expect(t.gateway.relay!.status().state).toBe("connected"), { timeoutMs: 20_000 });
 }
 
 beforeAll(async () => {
@@ -119,9 +120,9 @@ describe("relay kill -9 and restart", () => {
     relay = await startRelayProcess(dataDir, { grpc: `127.0.0.1:${port}` });
     await Promise.all([a, d, gateways["b"]!].map(connected));
     // The re-forwarded first task is answered from b's stored result; the next two run in order.
-    await eventually(() => expect(gated.held()).toBe(1), 20_000);
+    await eventually(() => expect(gated.held()).toBe(1), { timeoutMs: 20_000 });
     gated.release("two done");
-    await eventually(() => expect(gated.held()).toBe(1), 20_000);
+    await eventually(() => expect(gated.held()).toBe(1), { timeoutMs: 20_000 });
     gated.release("three done");
     const receipts = await Promise.all(slow.map((x) => x.t.gateway.deliveries.wait(x.ack.delivery_id)));
     expect(receipts.map((r) => [r.state, r.reply])).toEqual([

@@ -1,11 +1,11 @@
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { createLogger, systemClock } from "@hermes/common";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { envelope, FakeGateway } from "../../relay/test/support/fake-gateway.js";
 import { startTestRelay, type TestRelay } from "../../relay/test/support/relay-harness.js";
 import { RelayClient, type RelayIngress, relayChannel } from "../src/app/relay/relay-client.js";
 import { TunnelHandlers } from "../src/app/relay/tunnel-handlers.js";
-import { eventually } from "./support/delivery-fixtures.js";
 
 /**
  * A NAT mapping that dies silently: the proxy stops forwarding the bytes of the connections it has
@@ -114,11 +114,11 @@ describe("keepalive over a dead NAT path", () => {
       await eventually(() => expect(deliveries).toEqual([env.delivery_id]));
 
       expect(proxy.blackhole()).toBeGreaterThan(0);
-      await eventually(() => expect(client.state).not.toBe("connected"), 10_000);
-      await eventually(() => expect(client.state).toBe("connected"), 10_000);
+      await eventually(() => expect(client.state).not.toBe("connected"), { timeoutMs: 10_000 });
+      await eventually(() => expect(client.state).toBe("connected"), { timeoutMs: 10_000 });
       // The new stream replaced the dead one at the relay: the delivery is forwarded again (the
       // ingress deduplicates by id), and the sender was not told anything.
-      await eventually(() => expect(deliveries).toEqual([env.delivery_id, env.delivery_id]), 10_000);
+      await eventually(() => expect(deliveries).toEqual([env.delivery_id, env.delivery_id]), { timeoutMs: 10_000 });
       expect(vps.all("outcome")).toHaveLength(0);
     } finally {
       await vps.close();

@@ -3,8 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { HermesError } from "@hermes/common";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { startTestRelay, type TestRelay } from "../../relay/test/support/relay-harness.js";
-import { botChat, createBot, eventually, sendAndWait, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
+import { botChat, createBot, sendAndWait, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
 import { type GatedProvider, startGatedProvider } from "./support/gated-provider.js";
 import { startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 
@@ -193,9 +194,9 @@ describe("target gateway down", () => {
       expect.objectContaining({ target: "bob@b", title: "Reviewer", where: "via the relay", offline: true }),
     );
     const ack = a.gateway.deliveries.send("alice", "bob@b", "while you were down");
-    await new Promise((r) => setTimeout(r, 300));
+    // The relay holds it (committed there, nobody to forward it to), so it cannot have run.
+    await eventually(() => expect(relay.relay.store.delivery(ack.delivery_id)).toMatchObject({ state: "queued" }));
     expect(a.gateway.deliveries.get(ack.delivery_id).state).not.toBe("settled");
-    expect(relay.relay.store.delivery(ack.delivery_id)).toMatchObject({ state: "queued" });
     const b = await startGateway("b");
     await connected(b);
     const receipt = await a.gateway.deliveries.wait(ack.delivery_id);
@@ -211,7 +212,10 @@ describe("target gateway down", () => {
     await eventually(() => expect(botChat(a, "alice").at(-1)?.content).toMatch(/^Delivery to bob@b failed \[reason: queued_expired\]/));
     const b = await startGateway("b");
     await connected(b);
-    await new Promise((r) => setTimeout(r, 300));
+    // A later message to bob takes the same relay lane, in commit order: once it has run, the
+    // expired one would have run before it.
+    expect(await sendAndWait(a, "alice", "bob@b", "after the expiry")).toMatchObject({ state: "settled" });
+    expect(botChat(b, "bob").some((m) => m.content.endsWith("after the expiry"))).toBe(true);
     expect(botChat(b, "bob").some((m) => m.content.endsWith("too late"))).toBe(false);
   });
 

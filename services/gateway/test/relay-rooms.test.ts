@@ -2,8 +2,8 @@ import { credentials } from "@grpc/grpc-js";
 import { authMetadata, type HermesError } from "@hermes/common";
 import { type ReplicateProgress, RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { startTestRelay, type TestRelay } from "../../relay/test/support/relay-harness.js";
-import { eventually } from "./support/delivery-fixtures.js";
 import { TEST_KEY, type TestGateway } from "./support/gateway-harness.js";
 import { MEMBERS, startRelayedPair } from "./support/rooms-fixtures.js";
 
@@ -46,7 +46,7 @@ describe("rooms through the relay tunnel", () => {
     // The live tail arrives through the tunnel's stream.
     for (let i = 25; i < 30; i++)
       await home.gateway.rooms.send({ room_id: "nat-room", event_id: `e${i}`, payload: { text: `message ${i}` } });
-    await eventually(() => expect(seqs(vps, "nat-room")).toBe(seqs(home, "nat-room")), 15_000);
+    await eventually(() => expect(seqs(vps, "nat-room")).toBe(seqs(home, "nat-room")), { timeoutMs: 15_000 });
     const state = vps.gateway.rooms.replicaState("nat-room");
     expect(state).toMatchObject({ role: "replica", caught_up: true });
     expect(state.following?.source).toContain("relay://home");
@@ -87,7 +87,7 @@ describe("rooms through the relay tunnel", () => {
       event: { seq: number };
     };
     expect(sent.event.seq).toBe(seqs(home, "nat-room"));
-    await eventually(() => expect(seqs(vps, "nat-room")).toBe(seqs(home, "nat-room")), 15_000);
+    await eventually(() => expect(seqs(vps, "nat-room")).toBe(seqs(home, "nat-room")), { timeoutMs: 15_000 });
     // The server's own event ids are refused through the tunnel as over every other transport.
     const squat = await tunnel
       .call("home", "groups.send", { room_id: "nat-room", event_id: "system:room-disbanded", payload: { text: "mine" } })

@@ -4,13 +4,13 @@ import { join } from "node:path";
 import type { PeerChannel } from "@hermes/common";
 import { LogPage as WireLogPage } from "@hermes/proto/hermes/v1/rooms";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { startTestRelay, type TestRelay } from "../../relay/test/support/relay-harness.js";
 import { MAX_UNSENT_TUNNEL_BYTES, relayChannel } from "../src/app/relay/relay-client.js";
 import type { TunnelPage } from "../src/app/relay/relay-room-source.js";
 import { TunnelClient } from "../src/app/relay/tunnel-client.js";
 import { fromWirePage } from "../src/app/rooms/wire.js";
 import type { LogPage } from "../src/core/rooms/index.js";
-import { eventually } from "./support/delivery-fixtures.js";
 import { startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 import { CuttableProxy, MEMBERS } from "./support/rooms-fixtures.js";
 
@@ -88,7 +88,7 @@ describe("a live tail through the relay tunnel", () => {
       expect(link.unsentTunnelBytes).toBeLessThan(MAX_UNSENT_TUNNEL_BYTES + 2 * BIG_TEXT.length);
 
       proxy.resumeClients();
-      await eventually(() => expect(pages.at(-1)?.cursor).toBe(last), 15_000);
+      await eventually(() => expect(pages.at(-1)?.cursor).toBe(last), { timeoutMs: 15_000 });
       const seqs = pages.flatMap((p) => p.events.map((e) => e.seq));
       expect(seqs).toEqual(Array.from({ length: last }, (_, i) => i + 1));
       const pagesWhileFull = pages.filter((p) => p.events.some((e) => e.seq >= firstWhileFull));

@@ -1,6 +1,7 @@
 import { authMetadata } from "@hermes/common";
 import type { LogPage } from "@hermes/proto/hermes/v1/rooms";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { unpackEvents } from "../src/app/rooms/wire.js";
 import { verifyChain } from "../src/core/rooms/index.js";
 import { call, TEST_KEY } from "./support/gateway-harness.js";
@@ -129,12 +130,9 @@ describe("RoomService on one gateway", () => {
     const stream = a.client.subscribe({ room_id: "tail", since_seq: 0, packed: false, known_authority: undefined }, authMetadata(TEST_KEY));
     stream.on("data", (p: LogPage) => pages.push(p));
     stream.on("error", () => undefined);
-    await new Promise((r) => setTimeout(r, 100));
-    expect(pages[0]).toMatchObject({ latest_seq: 1, authority: { gateway_id: "gw-a", epoch: 1 } });
+    await eventually(() => expect(pages[0]).toMatchObject({ latest_seq: 1, authority: { gateway_id: "gw-a", epoch: 1 } }));
     for (let i = 0; i < 5; i++) await a.call(a.client.send, { room_id: "tail", event_id: `t${i}`, payload: text(`live ${i}`) });
-    await new Promise((r) => setTimeout(r, 100));
-    const seqs = pages.flatMap((p) => p.events.map((e) => e.seq));
-    expect(seqs).toEqual([1, 2, 3, 4, 5, 6]);
+    await eventually(() => expect(pages.flatMap((p) => p.events.map((e) => e.seq))).toEqual([1, 2, 3, 4, 5, 6]));
     stream.cancel();
     const bad = a.client.subscribe({ room_id: "tail", since_seq: 50, packed: false, known_authority: undefined }, authMetadata(TEST_KEY));
     const err = await new Promise<{ code: number; metadata: { get(k: string): unknown[] } }>((resolve) => bad.on("error", resolve));

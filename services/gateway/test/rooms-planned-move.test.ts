@@ -3,8 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { peerKeyVariable } from "@hermes/common";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import type { Member } from "../src/core/rooms/index.js";
-import { createBot, eventually, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
+import { createBot, writeHomeConfig, writeHomeEnv } from "./support/delivery-fixtures.js";
 import {
   type ScriptedProvider,
   scriptedBot,
@@ -78,10 +79,12 @@ beforeAll(async () => {
   await gw("gw-1").gateway.rooms.send({ room_id: ROOM, event_id: "welcome", payload: { text: "welcome to the lobby" } });
   for (const id of ["gw-2", "gw-3"]) await gw(id).gateway.rooms.replicate({ room_id: ROOM, from: { peer: "gw-1" }, follow: true });
   // The welcome's discussion settles on gw-1 (everybody passes) and reaches both followers.
-  await eventually(() => expect(gw("gw-1").gateway.rooms.state(ROOM).driver_status).toBe("settled"), 30_000);
+  await eventually(() => expect(gw("gw-1").gateway.rooms.state(ROOM).driver_status).toBe("settled"), { timeoutMs: 30_000 });
   const head = gw("gw-1").gateway.rooms.replicaState(ROOM).last_seq;
   for (const id of ["gw-2", "gw-3"]) {
-    await eventually(() => expect(gw(id).gateway.rooms.replicaState(ROOM)).toMatchObject({ last_seq: head, caught_up: true }), 15_000);
+    await eventually(() => expect(gw(id).gateway.rooms.replicaState(ROOM)).toMatchObject({ last_seq: head, caught_up: true }), {
+      timeoutMs: 15_000,
+    });
   }
 
   // The four commands.
@@ -133,12 +136,15 @@ describe("the README's planned move of lobby from gw-1 to gw-2", () => {
     });
     const lead = gw("gw-2").gateway.rooms;
     const { event } = await lead.send({ room_id: ROOM, event_id: "after-move", payload: { text: QUESTION } });
-    const state = await eventually(() => {
-      const s = lead.state(ROOM);
-      expect(s.discussion?.discussion_seq).toBe(event.seq);
-      expect(s.driver_status).toBe("settled");
-      return s;
-    }, 30_000);
+    const state = await eventually(
+      () => {
+        const s = lead.state(ROOM);
+        expect(s.discussion?.discussion_seq).toBe(event.seq);
+        expect(s.driver_status).toBe("settled");
+        return s;
+      },
+      { timeoutMs: 30_000 },
+    );
     expect(state.discussion?.unavailable).toEqual([]);
     const events = lead.log({ room_id: ROOM, since_seq: event.seq, limit: 500 }).events;
     const replies = turnLines(events).filter((l) => l.kind === "message.member");

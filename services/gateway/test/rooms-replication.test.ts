@@ -4,11 +4,12 @@ import { join } from "node:path";
 import { authMetadata, type HermesError } from "@hermes/common";
 import type { LogPage, RoomEvent } from "@hermes/proto/hermes/v1/rooms";
 import { afterEach, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { unpackEvents } from "../src/app/rooms/wire.js";
 import { verifyChain } from "../src/core/rooms/index.js";
 import { TEST_KEY } from "./support/gateway-harness.js";
 import { rewriteStoredEvent } from "./support/room-log-edits.js";
-import { CuttableProxy, expectRefusal, from, MEMBERS, type RoomNode, startRoomNode, stopNodes, waitFor } from "./support/rooms-fixtures.js";
+import { CuttableProxy, expectRefusal, from, MEMBERS, type RoomNode, startRoomNode, stopNodes } from "./support/rooms-fixtures.js";
 
 /**
  * Several gateways in this process, each with its own home, talking real gRPC on 127.0.0.1:
@@ -92,7 +93,10 @@ describe("replication between gateways", () => {
 
     // Live tail: new sends on the authority arrive on the replica without another call.
     await sendMany(a!, "big", 50, "live");
-    await waitFor(() => b!.rooms.store.state("big")!.last_seq === 100_051, 10_000, "the follower to apply the live sends");
+    await eventually(() => b!.rooms.store.state("big")!.last_seq === 100_051, {
+      timeoutMs: 10_000,
+      what: "the follower to apply the live sends",
+    });
     const state = await b!.call(b!.client.replicaState, { room_id: "big" });
     expect(state).toMatchObject({ last_seq: 100_051, latest_seq: 100_051, caught_up: true, role: "replica", safety_status: "passive" });
     expect(state.following).toMatchObject({ state: "following" });
@@ -109,17 +113,19 @@ describe("replication between gateways", () => {
     a!.client.close();
     await a!.gw.stop();
     nodes = nodes.filter((n) => n !== a);
-    await waitFor(
-      async () => (await b!.call(b!.client.replicaState, { room_id: "big" })).following?.state === "reconnecting",
-      10_000,
-      "reconnecting",
-    );
+    await eventually(async () => (await b!.call(b!.client.replicaState, { room_id: "big" })).following?.state === "reconnecting", {
+      timeoutMs: 10_000,
+      what: "reconnecting",
+    });
     const a2 = await startRoomNode("gw-a", { home });
     nodes.push(a2);
     // The follower dialled the old port; point it at the new one (an operator re-runs replicate --follow).
     await b!.replicate({ room_id: "big", from: from(a2), follow: true });
     await sendMany(a2, "big", 10, "after");
-    await waitFor(() => b!.rooms.store.state("big")!.last_seq === 100_061, 10_000, "the follower to apply sends after the restart");
+    await eventually(() => b!.rooms.store.state("big")!.last_seq === 100_061, {
+      timeoutMs: 10_000,
+      what: "the follower to apply sends after the restart",
+    });
   }, 180_000);
 
   it("follows a registered peer by name, and resumes following it after a restart", async () => {
@@ -142,7 +148,7 @@ describe("replication between gateways", () => {
     b = await startRoomNode("gw-b", { home: homeB });
     nodes.push(b);
     await sendMany(a!, "p", 5, "after-restart");
-    await waitFor(() => b.rooms.store.state("p")?.last_seq === 6, 10_000, "the resumed follower");
+    await eventually(() => b.rooms.store.state("p")?.last_seq === 6, { timeoutMs: 10_000, what: "the resumed follower" });
     expect((await b.call(b.client.replicaState, { room_id: "p" })).following).toMatchObject({ state: "following" });
     // Stopping forgets the peer: no resume after the next restart.
     expect(await b.call(b.client.stop, { room_id: "p" })).toMatchObject({ following_stopped: true });
@@ -154,7 +160,7 @@ describe("replication between gateways", () => {
     await a!.call(a!.client.create, { room_id: "room", name: "Room", members: MEMBERS });
     await sendMany(a!, "room", 20, "before");
     await b!.replicate({ room_id: "room", from: from(a!), follow: true });
-    await waitFor(() => b!.rooms.store.state("room")!.last_seq === 21, 5000, "caught up");
+    await eventually(() => b!.rooms.store.state("room")!.last_seq === 21, { timeoutMs: 5000, what: "caught up" });
 
     // 1. Coverage: the replica is caught up.
     expect(await b!.call(b!.client.replicaState, { room_id: "room" })).toMatchObject({ caught_up: true, last_seq: 21 });
@@ -171,7 +177,7 @@ describe("replication between gateways", () => {
       latest_seq: 22,
     });
     // The new authority told the old one (a log call carrying gw-b@2): gw-a fenced itself.
-    await waitFor(() => a!.rooms.store.state("room")!.fenced_by !== null, 10_000, "gw-a to be fenced");
+    await eventually(() => a!.rooms.store.state("room")!.fenced_by !== null, { timeoutMs: 10_000, what: "gw-a to be fenced" });
     const fenced = await expectRefusal(a!.call(a!.client.send, { room_id: "room", event_id: "late", payload: { text: "x" } }));
     expect(fenced.reason).toBe("authority_conflict");
     expect(fenced.data.authority).toEqual({ gateway_id: "gw-b", epoch: 2 });
@@ -230,6 +236,7 @@ describe("replication between gateways", () => {
           } catch (err) {
             entry.refused = (err as HermesError).reason;
           }
+          // Paces the writer (a steady stream of sends, not a busy loop); nothing waits on it.
           await new Promise((r) => setTimeout(r, 2));
         }
       })();
@@ -237,39 +244,40 @@ describe("replication between gateways", () => {
     };
 
     const onA = writer(a!, "a");
-    await waitFor(() => ledger.filter((e) => e.acked).length >= 30, 10_000, "writes before the cut");
-    await waitFor(() => b!.rooms.store.state("sb")!.last_seq >= 20, 10_000, "b to follow");
+    await eventually(() => ledger.filter((e) => e.acked).length >= 30, { timeoutMs: 10_000, what: "writes before the cut" });
+    await eventually(() => b!.rooms.store.state("sb")!.last_seq >= 20, { timeoutMs: 10_000, what: "b to follow" });
 
     // Partition b from a; a keeps accepting writes.
     proxy.partition();
-    await waitFor(
-      async () => (await b!.call(b!.client.replicaState, { room_id: "sb" })).following?.state === "reconnecting",
-      10_000,
-      "b to lose a",
-    );
+    await eventually(async () => (await b!.call(b!.client.replicaState, { room_id: "sb" })).following?.state === "reconnecting", {
+      timeoutMs: 10_000,
+      what: "b to lose a",
+    });
     const bStopped = b!.rooms.store.state("sb")!.last_seq;
     // The operator promotes b while a is still writable (the mistake split-brain preservation recovers from).
     const promoted = await b!.call(b!.client.promote, { room_id: "sb", confirm: true });
     expect(promoted).toMatchObject({ authority_gateway_id: "gw-b", authority_epoch: 2, claim_seq: bStopped + 1 });
     const onB = writer(b!, "b");
-    await waitFor(() => ledger.filter((e) => e.to === "gw-b" && e.acked).length >= 20, 10_000, "writes on b");
-    await waitFor(
-      () => ledger.filter((e) => e.to === "gw-a" && e.acked && e.acked.seq > bStopped + 5).length > 0,
-      10_000,
-      "a to write past the split",
-    );
+    await eventually(() => ledger.filter((e) => e.to === "gw-b" && e.acked).length >= 20, { timeoutMs: 10_000, what: "writes on b" });
+    await eventually(() => ledger.filter((e) => e.to === "gw-a" && e.acked && e.acked.seq > bStopped + 5).length > 0, {
+      timeoutMs: 10_000,
+      what: "a to write past the split",
+    });
 
     // a also renames the room on its side of the split.
     await a!.rooms.rename({ room_id: "sb", name: "Renamed on a" });
 
     // Heal: b's fence notice reaches a, which fences itself; its later sends are refused.
     proxy.heal();
-    await waitFor(() => a!.rooms.store.state("sb")!.fenced_by !== null, 20_000, "a to learn of epoch 2");
+    await eventually(() => a!.rooms.store.state("sb")!.fenced_by !== null, { timeoutMs: 20_000, what: "a to learn of epoch 2" });
     const afterFence = await expectRefusal(a!.call(a!.client.send, { room_id: "sb", event_id: "post-fence", payload: { text: "x" } }));
     expect(afterFence.reason).toBe("authority_conflict");
     expect(afterFence.data.authority).toEqual({ gateway_id: "gw-b", epoch: 2 });
     ledger.push({ event_id: "post-fence", to: "gw-a", refused: "authority_conflict" });
-    await waitFor(() => ledger.filter((e) => e.to === "gw-a" && e.refused === "authority_conflict").length >= 3, 10_000, "refusals on a");
+    await eventually(() => ledger.filter((e) => e.to === "gw-a" && e.refused === "authority_conflict").length >= 3, {
+      timeoutMs: 10_000,
+      what: "refusals on a",
+    });
     onA.stop();
     onB.stop();
     await Promise.all([onA.done, onB.done]);
@@ -383,7 +391,10 @@ describe("replication between gateways", () => {
     );
     sub.on("error", () => undefined);
     sub.on("data", () => undefined);
-    await waitFor(() => a!.rooms.store.state("q")!.fenced_by?.epoch === 7, 5000, "a to fence on a subscribe handshake");
+    await eventually(() => a!.rooms.store.state("q")!.fenced_by?.epoch === 7, {
+      timeoutMs: 5000,
+      what: "a to fence on a subscribe handshake",
+    });
     sub.cancel();
   }, 60_000);
 });

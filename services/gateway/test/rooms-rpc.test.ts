@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { TEST_KEY } from "./support/gateway-harness.js";
-import { MEMBERS, type RoomNode, startRoomNode, stopNodes, waitFor } from "./support/rooms-fixtures.js";
+import { MEMBERS, type RoomNode, startRoomNode, stopNodes } from "./support/rooms-fixtures.js";
 import { RpcClient } from "./support/rpc-client.js";
 
 /**
@@ -87,11 +88,10 @@ describe("JSON-RPC over /rpc", () => {
   it("streams the live tail as groups.events notifications", async () => {
     const sub = await rpcA.call<{ subscription: string }>("groups.subscribe", { room_id: "j1", since_seq: 0 });
     await rpcA.call("groups.send", { room_id: "j1", event_id: "live-1", payload: { text: "live" } });
-    await waitFor(
-      () => rpcA.notifications.some((n) => n.method === "groups.events" && JSON.stringify(n.params).includes("live-1")),
-      5000,
-      "the live event",
-    );
+    await eventually(() => rpcA.notifications.some((n) => n.method === "groups.events" && JSON.stringify(n.params).includes("live-1")), {
+      timeoutMs: 5000,
+      what: "the live event",
+    });
     const seqs = rpcA.notifications
       .filter((n) => n.method === "groups.events" && n.params.subscription === sub.subscription)
       .flatMap((n) => (n.params.page as { events: { seq: number }[] }).events.map((e) => e.seq));

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { FakeTelegram } from "../../../test/support/fake-telegram.js";
 import { BotApi } from "../src/platforms/telegram/bot-api.js";
 import {
@@ -15,7 +16,6 @@ import {
   type TelegramWork,
 } from "../src/platforms/telegram/poller.js";
 import { TelegramReplier } from "../src/platforms/telegram/replies.js";
-import { eventually } from "./support/delivery-fixtures.js";
 
 /** Timers the test fires by hand: the delay the poller asked for is read, never waited for. */
 class ManualScheduler implements Scheduler {
@@ -155,7 +155,7 @@ describe("telegram poller against the fake Bot API", () => {
     expect(handler.works[0]!.update_id).toBe(first);
 
     await eventually(() => expect(poller.status().offset).toBe(last + 1));
-    await fake.waitFor(() => fake.pending().length === 0, 10_000, "every update confirmed");
+    await eventually(() => fake.pending().length === 0, { timeoutMs: 10_000, what: "every update confirmed" });
     expect(fake.sent()).toMatchObject([{ chat_id: 42, text: expect.stringMatching(/^I don't know \/weather/) }]);
     expect(fake.calls("setMyCommands")[0]!.params).toEqual({
       commands: [
@@ -354,7 +354,7 @@ describe("replies", () => {
       text: "[reason: provider_rate_limit] The model provider is rate limiting this bot; try again in a minute.",
     });
     const stopTyping = replier.typing(topic);
-    await fake.waitFor(() => fake.calls("sendChatAction").length > 0);
+    await eventually(() => fake.calls("sendChatAction").length > 0);
     stopTyping();
     expect(fake.calls("sendChatAction")[0]!.params).toEqual({ chat_id: -1001234567890, action: "typing", message_thread_id: 7 });
   });
@@ -364,7 +364,7 @@ describe("one poller per token", () => {
   it("without a coordinator: the second poller reports the conflict once, backs off, never overlaps, and takes over when the first stops", async () => {
     const a = setup({ config: { allow_all: true, allowed_chats: [], poll_timeout_seconds: 50 } });
     a.poller.start();
-    await fake.waitFor(() => fake.polls().some((p) => p.outcome === undefined), 10_000, "the first poller's long poll");
+    await eventually(() => fake.polls().some((p) => p.outcome === undefined), { timeoutMs: 10_000, what: "the first poller's long poll" });
 
     const scheduler = new ManualScheduler();
     const b = setup({
@@ -386,7 +386,10 @@ describe("one poller per token", () => {
     expect(a.poller.status().state).toBe("polling");
 
     await a.poller.stop();
-    await fake.waitFor(() => fake.polls().every((p) => p.outcome !== undefined), 10_000, "the first poller's poll to end");
+    await eventually(() => fake.polls().every((p) => p.outcome !== undefined), {
+      timeoutMs: 10_000,
+      what: "the first poller's poll to end",
+    });
     const id = fake.privateMessage("for whoever polls");
     scheduler.fire();
     await eventually(() => expect(b.handler.works.map((w) => w.update_id)).toEqual([id]));
@@ -421,7 +424,7 @@ describe("one poller per token", () => {
     holders.get("a")!(false);
     await eventually(() => expect(a.poller.status().state).toBe("standby"));
     // A lease changes hands only after the old holder's poll has ended at Telegram.
-    await fake.waitFor(() => fake.polls().every((p) => p.outcome !== undefined), 10_000, "a's poll to end");
+    await eventually(() => fake.polls().every((p) => p.outcome !== undefined), { timeoutMs: 10_000, what: "a's poll to end" });
     holders.get("b")!(true);
     const second = fake.privateMessage("to b");
     await eventually(() => expect(b.handler.works.map((w) => w.update_id)).toEqual([second]));

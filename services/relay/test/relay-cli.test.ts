@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { FakeGateway } from "./support/fake-gateway.js";
 
 /**
@@ -82,12 +83,15 @@ describe("hermes relay", () => {
 
     const g = await FakeGateway.connect(grpc, key, "laptop");
     g.announce([{ handle: "alice" }, { handle: "bob" }]);
-    await new Promise((r) => setTimeout(r, 200));
-    const list = JSON.parse((await hermes(["relay", "key", "list", "--data", dir, "--json"])).stdout) as {
-      connections: { connection: string; online: boolean; bots: number; gateway_id: string }[];
-    };
+    // The list shows the announced bots once the relay has taken the announcement.
+    const list = await eventually(async () => {
+      const listed = JSON.parse((await hermes(["relay", "key", "list", "--data", dir, "--json"])).stdout) as {
+        connections: { connection: string; online: boolean; bots: number; gateway_id: string }[];
+      };
+      expect(listed.connections.find((c) => c.connection === "laptop")).toMatchObject({ online: true, bots: 2, gateway_id: "gw-laptop" });
+      return listed;
+    });
     expect(list.connections.map((c) => c.connection)).toEqual(["early", "laptop", "vps"]);
-    expect(list.connections.find((c) => c.connection === "laptop")).toMatchObject({ online: true, bots: 2, gateway_id: "gw-laptop" });
 
     // Revoking through the running relay disconnects the gateway at once.
     const revoked = await hermes(["relay", "key", "revoke", "laptop", "--data", dir]);

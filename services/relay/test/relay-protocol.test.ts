@@ -202,12 +202,14 @@ describe("deliveries", () => {
     // bea's mail is not held behind bob's: it is forwarded while bob's first is unanswered.
     await b.next("deliver", (x) => x.envelope?.delivery_id === other.delivery_id);
     for (const e of envs) await a.next("ack", (x) => x.delivery_id === e.delivery_id);
+    const inFlightBefore = t.relay.broker.depth().in_flight;
     const order: string[] = [];
     for (let i = 0; i < envs.length; i++) {
       const d = await b.next("deliver", (x) => x.envelope?.target === "bob@b");
       order.push(d.envelope!.message);
-      // Nothing else for bob arrives while this one is unanswered...
-      await new Promise((r) => setTimeout(r, 5));
+      // Nothing else for bob is forwarded while this one is unanswered: the relay has this one and
+      // bea's in flight, no more (a forward is counted before its frame is written).
+      expect(t.relay.broker.depth().in_flight).toBe(inFlightBefore);
       expect(b.all("deliver").filter((x) => x.envelope?.target === "bob@b")).toHaveLength(order.length);
       b.answer(d.envelope!.delivery_id, { state: "settled", reply: `re ${d.envelope!.message}` });
     }
@@ -221,7 +223,7 @@ describe("deliveries", () => {
     const env = envelope(A, "carol@c", "while you were out");
     a.send(env, { connection: "c", handle: "carol" });
     await a.next("ack", (x) => x.delivery_id === env.delivery_id);
-    await new Promise((r) => setTimeout(r, 100));
+    expect(t.relay.store.delivery(env.delivery_id)).toMatchObject({ state: "queued" });
     const c = await gw("c");
     await c.next("deliver", (d) => d.envelope?.delivery_id === env.delivery_id);
     c.answer(env.delivery_id, { state: "settled", reply: "back" });
@@ -255,10 +257,15 @@ describe("deliveries", () => {
     await a.next("ack", (x) => x.delivery_id === env.delivery_id);
     const outcome = await a.next("outcome", (o) => o.delivery_id === env.delivery_id, 5000);
     expect(outcome.result).toMatchObject({ $case: "receipt", value: { state: "expired", reason: "queued_expired", attempts: 0 } });
-    // The target coming back later never sees it.
+    // The target coming back later never sees it: a later envelope to eve, in the same lane in
+    // commit order, is forwarded first.
     const e = await gw("e");
-    await new Promise((r) => setTimeout(r, 200));
+    const later = envelope(A, "eve@e", "still fresh");
+    a.send(later, { connection: "e", handle: "eve" });
+    await e.next("deliver", (x) => x.envelope?.delivery_id === later.delivery_id);
     expect(e.all("deliver").some((x) => x.envelope?.delivery_id === env.delivery_id)).toBe(false);
+    e.answer(later.delivery_id, { state: "settled", reply: "ok" });
+    await a.next("outcome", (o) => o.delivery_id === later.delivery_id);
   });
 
   it("a repeat of an ended delivery is answered with the stored outcome; another payload is idempotency_conflict", async () => {
@@ -278,8 +285,13 @@ describe("deliveries", () => {
     a.send({ ...env, message: "twice?" }, { connection: "b", handle: "bob" });
     const refused = await a.next("ack", (x) => x.delivery_id === env.delivery_id && x.status === "");
     expect(refused.error).toMatchObject({ reason: "idempotency_conflict" });
-    await new Promise((r) => setTimeout(r, 100));
+    // Neither copy was forwarded again: a later envelope to bob, in the same lane in commit order, is forwarded first.
+    const later = envelope(A, "bob@b", "after the copies");
+    a.send(later, { connection: "b", handle: "bob" });
+    await b.next("deliver", (x) => x.envelope?.delivery_id === later.delivery_id);
     expect(b.all("deliver").filter((x) => x.envelope?.delivery_id === env.delivery_id)).toHaveLength(1);
+    b.answer(later.delivery_id, { state: "settled", reply: "ok" });
+    await a.next("outcome", (o) => o.delivery_id === later.delivery_id);
   });
 });
 

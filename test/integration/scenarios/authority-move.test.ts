@@ -77,10 +77,13 @@ describe("scenario: planned authority move (docs/OPERATIONS.md, step by step)", 
     const head = (await rLaptop.state(ROOM)).latest_seq;
 
     // 3. Check coverage once more, then promote (refused without --confirm: 4118's reason, exit 2).
-    await eventually("the server to hold the laptop's head", async () => {
-      const s = await server.hermesJson<{ last_seq: number; latest_seq: number }>(["groups", "replica-state", ROOM]);
-      return s.last_seq === head && s.latest_seq === head;
-    });
+    await eventually(
+      async () => {
+        const s = await server.hermesJson<{ last_seq: number; latest_seq: number }>(["groups", "replica-state", ROOM]);
+        return s.last_seq === head && s.latest_seq === head;
+      },
+      { what: "the server to hold the laptop's head" },
+    );
     const unconfirmed = await server.hermes(["groups", "promote", ROOM]);
     expect(unconfirmed.exitCode).toBe(2);
     expect(unconfirmed.stderr).toMatch(/Fencing checklist before promoting plans on server/);
@@ -90,10 +93,13 @@ describe("scenario: planned authority move (docs/OPERATIONS.md, step by step)", 
 
     //    The server told the laptop about its claim: the laptop fences itself and refuses sends
     //    with authority_conflict naming the server in data.authority.
-    const late = await eventually("the laptop to fence itself", async () => {
-      const out = await laptop.hermes(["--json", "groups", "send", ROOM, "a late message", "--event-id", `late-${Date.now()}`]);
-      return out.exitCode === 2 ? (JSON.parse(out.stderr) as CliError) : false;
-    });
+    const late = await eventually(
+      async () => {
+        const out = await laptop.hermes(["--json", "groups", "send", ROOM, "a late message", "--event-id", `late-${Date.now()}`]);
+        return out.exitCode === 2 ? (JSON.parse(out.stderr) as CliError) : false;
+      },
+      { what: "the laptop to fence itself" },
+    );
     expect(late.error.reason).toBe("authority_conflict");
     expect(late.error.data.authority).toEqual({ gateway_id: "server", epoch: 2 });
     const refused = await ledgerSend(ledger, rLaptop, ROOM, "refused-after-fence");
@@ -132,20 +138,26 @@ describe("scenario: planned authority move (docs/OPERATIONS.md, step by step)", 
 
     // 6. Other replicas that followed the old authority stop by themselves (naming the new one);
     //    point them at the new authority.
-    const officeState = await eventually("the office's follower to stop", async () => {
-      const out = await ok(office, ["groups", "replica-state", ROOM]);
-      return /following\s+stopped/.test(out) ? out : false;
-    });
+    const officeState = await eventually(
+      async () => {
+        const out = await ok(office, ["groups", "replica-state", ROOM]);
+        return /following\s+stopped/.test(out) ? out : false;
+      },
+      { what: "the office's follower to stop" },
+    );
     expect(officeState).toMatch(/following\s+stopped from grpc:\/\/laptop:7440 \(not_authority: .*demoted in favour of server@2/);
     const officeMove = await ok(office, ["groups", "replicate", ROOM, "--from", server.grpcUrl, "--from-key", KEY(), "--follow"]);
     expect(officeMove).toMatch(/authority server@2, caught up/);
 
     // Every copy on one log; every acknowledged send on it once; the late one nowhere.
     const final = (await rServer.state(ROOM)).latest_seq;
-    await eventually("laptop and office to follow the server", async () => {
-      const [l, o] = await Promise.all([rLaptop.replicaState(ROOM), rOffice.replicaState(ROOM)]);
-      return l.last_seq === final && o.last_seq === final;
-    });
+    await eventually(
+      async () => {
+        const [l, o] = await Promise.all([rLaptop.replicaState(ROOM), rOffice.replicaState(ROOM)]);
+        return l.last_seq === final && o.last_seq === final;
+      },
+      { what: "laptop and office to follow the server" },
+    );
     const [logServer, logLaptop, logOffice] = await Promise.all([rServer.fullLog(ROOM), rLaptop.fullLog(ROOM), rOffice.fullLog(ROOM)]);
     expect(logLaptop.map((e) => e.hash)).toEqual(logServer.map((e) => e.hash));
     expect(logOffice.map((e) => e.hash)).toEqual(logServer.map((e) => e.hash));

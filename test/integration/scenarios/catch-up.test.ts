@@ -57,13 +57,13 @@ describe("scenario: replication catch-up between three gateways", () => {
 
     // Writes go on; gw-c loses gw-a (both stay up and reachable from here).
     const writer = startWriter(ledger, ra, ROOM, "during", { concurrency: 4, pauseMs: 5 });
-    await eventually("gw-b to follow the live tail", async () => (await rb.replicaState(ROOM)).last_seq > head + 50);
+    await eventually(async () => (await rb.replicaState(ROOM)).last_seq > head + 50, { what: "gw-b to follow the live tail" });
     // A silent partition (packets dropped, no resets): gw-c's stream just stops delivering. Its
     // keepalive (30 s + 10 s) would declare it dead later; the heal comes before that, so this is
     // the "long pause" case: TCP retransmits resume the same stream, or the follower reconnects.
     const heal = await mesh.cut(a, c);
     const cutAt = (await rc.replicaState(ROOM)).last_seq;
-    await eventually("gw-a to move well past gw-c", async () => (await ra.state(ROOM)).latest_seq > cutAt + 300);
+    await eventually(async () => (await ra.state(ROOM)).latest_seq > cutAt + 300, { what: "gw-a to move well past gw-c" });
     const stalledAt = (await rc.replicaState(ROOM)).last_seq;
     expect(stalledAt).toBeLessThan((await ra.state(ROOM)).latest_seq - 250);
     await heal();
@@ -73,15 +73,14 @@ describe("scenario: replication catch-up between three gateways", () => {
     // gw-c's follower reconnects by itself and catches up; gw-b never stopped.
     const t1 = Date.now();
     await eventually(
-      "gw-c to catch up after the heal",
       async () => {
         const s = await rc.replicaState(ROOM);
         return s.last_seq === final && s.following?.state === "following";
       },
-      { timeoutMs: 30_000 },
+      { what: "gw-c to catch up after the heal", timeoutMs: 30_000 },
     );
     console.log(`[catch-up] gw-c caught up ${final - stalledAt} events ${Date.now() - t1} ms after the heal`);
-    await eventually("gw-b to hold the head", async () => (await rb.replicaState(ROOM)).last_seq === final);
+    await eventually(async () => (await rb.replicaState(ROOM)).last_seq === final, { what: "gw-b to hold the head" });
 
     // Same log everywhere: order and hashes.
     const [logA, logB, logC] = await Promise.all([ra.fullLog(ROOM), rb.fullLog(ROOM), rc.fullLog(ROOM)]);

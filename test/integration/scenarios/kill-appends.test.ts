@@ -38,15 +38,17 @@ describe("scenario: kill -9 of a gateway during appends", () => {
 
     // Eight concurrent clients; the crash lands in the middle of their group commits.
     const writer = startWriter(ledger, ra, ROOM, "w", { concurrency: 8 });
-    await eventually("appends to flow", () => ledger.all.filter((r) => r.outcome === "acked").length >= 400);
+    await eventually(() => ledger.all.filter((r) => r.outcome === "acked").length >= 400, { what: "appends to flow" });
     const ackedBeforeCrash = ledger.all.filter((r) => r.outcome === "acked").length;
     await a.crash();
     const crashedAt = Date.now();
-    await eventually("the clients to see the gateway gone", () => ledger.all.some((r) => r.startedAt > crashedAt && r.outcome));
+    await eventually(() => ledger.all.some((r) => r.startedAt > crashedAt && r.outcome), { what: "the clients to see the gateway gone" });
     await a.restart();
     console.log(`[kill-appends] gw-a back ${Date.now() - crashedAt} ms after kill -9 (container start ${a.startDurationsMs.at(-1)} ms)`);
     const ackedAfterRestart = ledger.all.filter((r) => r.outcome === "acked").length;
-    await eventually("appends to flow again", () => ledger.all.filter((r) => r.outcome === "acked").length >= ackedAfterRestart + 200);
+    await eventually(() => ledger.all.filter((r) => r.outcome === "acked").length >= ackedAfterRestart + 200, {
+      what: "appends to flow again",
+    });
     await writer.stop();
 
     // Every acknowledged send is there, where its ack said, once; the log is dense.
@@ -80,7 +82,8 @@ describe("scenario: kill -9 of a gateway during appends", () => {
 
     // The replica reconnected to the restarted gateway and holds the same chain.
     const head = afterResend.length;
-    await eventually("gw-b to catch up with the restarted gw-a", async () => (await rb.replicaState(ROOM)).last_seq === head, {
+    await eventually(async () => (await rb.replicaState(ROOM)).last_seq === head, {
+      what: "gw-b to catch up with the restarted gw-a",
       timeoutMs: 30_000,
     });
     const logB = await rb.fullLog(ROOM);

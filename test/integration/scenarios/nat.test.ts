@@ -50,12 +50,15 @@ describe("scenario: NAT — home behind a router, a public gateway and the relay
       const created = await gw.hermes(["profile", "create", bot, "--title", title]);
       expect(created.exitCode, created.stderr).toBe(0);
     }
-    await eventually("both gateways connected to the relay", async () => {
-      const states = await Promise.all(
-        [home, vps].map(async (gw) => (await gw.hermesJson<{ relay?: { state: string } }>(["gateway", "status"])).relay?.state),
-      );
-      return states.every((s) => s === "connected");
-    });
+    await eventually(
+      async () => {
+        const states = await Promise.all(
+          [home, vps].map(async (gw) => (await gw.hermesJson<{ relay?: { state: string } }>(["gateway", "status"])).relay?.state),
+        );
+        return states.every((s) => s === "connected");
+      },
+      { what: "both gateways connected to the relay" },
+    );
     rHome = RoomsClient.of(home);
     rVps = RoomsClient.of(vps);
   });
@@ -127,11 +130,14 @@ describe("scenario: NAT — home behind a router, a public gateway and the relay
     // The live tail comes through the tunnel too (with the turns the room's members take: hbot at
     // home, vbot on the vps through the relay).
     await sendMany(ledger, rHome, "den", "live", 50);
-    const logVps = await eventually("vps to follow the home room's live tail", async () => {
-      const [logHome, logVps] = await Promise.all([rHome.fullLog("den"), rVps.fullLog("den")]);
-      const same = logHome.length === logVps.length && logHome.every((e, i) => e.hash === logVps[i]!.hash);
-      return same ? logVps : false;
-    });
+    const logVps = await eventually(
+      async () => {
+        const [logHome, logVps] = await Promise.all([rHome.fullLog("den"), rVps.fullLog("den")]);
+        const same = logHome.length === logVps.length && logHome.every((e, i) => e.hash === logVps[i]!.hash);
+        return same ? logVps : false;
+      },
+      { what: "vps to follow the home room's live tail" },
+    );
     const verdict = ledger.verify({ main: observed(logVps, "vps") });
     ledger.assertClean(verdict);
     expect((await vps.hermesJson<{ following: { source: string } }>(["groups", "replica-state", "den"])).following.source).toContain(

@@ -50,10 +50,13 @@ describe("scenario: relay restart mid-delivery", () => {
       const out = await gw.hermes([...args]);
       expect(out.exitCode, out.stderr).toBe(0);
     }
-    await eventually("every gateway connected to the relay", async () => {
-      const states = await Promise.all([a, b, c].map(relayState));
-      return states.every((s) => s === "connected");
-    });
+    await eventually(
+      async () => {
+        const states = await Promise.all([a, b, c].map(relayState));
+        return states.every((s) => s === "connected");
+      },
+      { what: "every gateway connected to the relay" },
+    );
   });
 
   it("loses nothing and runs no turn twice", async () => {
@@ -65,11 +68,14 @@ describe("scenario: relay restart mid-delivery", () => {
         { eventId: id, room: "slowbot@gw-b", via: `${from}@${gw.name}` },
         () =>
           // The relay roster may not list slowbot on gw-a yet: retry the same id until it does.
-          eventually(`${id} to be queued`, async () => {
-            const out = await gw.hermes(["--json", "-p", from, "message", "slowbot@gw-b", text, "--id", id]);
-            if (out.exitCode !== 0) throw new Error(out.stderr);
-            return JSON.parse(out.stdout) as { status: string; delivery_id: string };
-          }),
+          eventually(
+            async () => {
+              const out = await gw.hermes(["--json", "-p", from, "message", "slowbot@gw-b", text, "--id", id]);
+              if (out.exitCode !== 0) throw new Error(out.stderr);
+              return JSON.parse(out.stdout) as { status: string; delivery_id: string };
+            },
+            { what: `${id} to be queued` },
+          ),
         { ack: () => ({ seq: ledger.all.length, epoch: 0 }) },
       );
     };
@@ -83,28 +89,29 @@ describe("scenario: relay restart mid-delivery", () => {
     // task-1 is held mid-turn at the provider; dora-1 (from gw-c) waits behind it in slowbot's lane
     // at the relay; task-2 and task-3 wait in gw-a's own lane for slowbot@gw-b behind task-1.
     await send("alice", tasks[0]!.id, tasks[0]!.text);
-    await eventually("task-1 to be mid-turn on gw-b", async () => (await provider.state()).held === 1);
+    await eventually(async () => (await provider.state()).held === 1, { what: "task-1 to be mid-turn on gw-b" });
     for (const t of tasks.slice(1)) await send(t.from, t.id, t.text);
-    await eventually("the relay to hold dora-1 and task-1", async () => {
-      const s = await relay.hermesJson<{ queued: number; in_flight: number }>(["relay", "status", "--data", "/data"]);
-      if (s.queued + s.in_flight < 2) throw new Error(`relay status: ${JSON.stringify(s)}`);
-      return s;
-    });
+    await eventually(
+      async () => {
+        const s = await relay.hermesJson<{ queued: number; in_flight: number }>(["relay", "status", "--data", "/data"]);
+        if (s.queued + s.in_flight < 2) throw new Error(`relay status: ${JSON.stringify(s)}`);
+        return s;
+      },
+      { what: "the relay to hold dora-1 and task-1" },
+    );
 
     // kill -9 of the relay; the held turn ends while it is down (its result cannot reach it).
     await relay.crash();
-    await eventually("gw-a to lose the relay", async () => (await relayState(a)) !== "connected");
+    await eventually(async () => (await relayState(a)) !== "connected", { what: "gw-a to lose the relay" });
     await provider.release("done: task-1");
     await relay.restart();
-    await eventually(
-      "every gateway back on the relay",
-      async () => (await Promise.all([a, b, c].map(relayState))).every((s) => s === "connected"),
-      { timeoutMs: 45_000 },
-    );
+    await eventually(async () => (await Promise.all([a, b, c].map(relayState))).every((s) => s === "connected"), {
+      what: "every gateway back on the relay",
+      timeoutMs: 45_000,
+    });
 
     // The rest run one at a time, in order; each answer names the task it was given.
     const receipts = await eventually(
-      "every delivery to settle",
       async () => {
         const s = await provider.state();
         if (s.held > 0) {
@@ -114,7 +121,7 @@ describe("scenario: relay restart mid-delivery", () => {
         const all = await Promise.all(tasks.map((t) => (t.from === "dora" ? c : a).hermesJson<Receipt>(["deliveries", "show", t.id])));
         return all.every((r) => r.state === "settled") ? all : false;
       },
-      { timeoutMs: 60_000, intervalMs: 300 },
+      { what: "every delivery to settle", timeoutMs: 60_000, intervalMs: 300 },
     );
     for (const [i, r] of receipts.entries()) {
       expect(r, tasks[i]!.id).toMatchObject({ delivery_id: tasks[i]!.id, state: "settled", reply: `done: ${tasks[i]!.id}` });

@@ -43,12 +43,12 @@ describe("scenario: split brain — promote while the old authority is partition
     await follow(b, a);
     await follow(c, a);
     const onA = startWriter(ledger, ra, ROOM, "a", { concurrency: 2, pauseMs: 5 });
-    await eventually("gw-b to follow gw-a", async () => (await rb.replicaState(ROOM)).last_seq >= 100);
+    await eventually(async () => (await rb.replicaState(ROOM)).last_seq >= 100, { what: "gw-b to follow gw-a" });
 
     // The partition: gw-a <-/-> gw-b. gw-a stays writable for its clients (and for gw-c).
     const heal = await mesh.cut(a, b);
     const bStopped = (await rb.replicaState(ROOM)).last_seq;
-    await eventually("gw-a to write past gw-b's copy", async () => (await ra.state(ROOM)).latest_seq > bStopped + 50);
+    await eventually(async () => (await ra.state(ROOM)).latest_seq > bStopped + 50, { what: "gw-a to write past gw-b's copy" });
 
     // The operator promotes gw-b without fencing gw-a (the mistake this design survives). The
     // replica may still say "caught up" as of its last page, so this is the disaster-recovery form.
@@ -57,18 +57,20 @@ describe("scenario: split brain — promote while the old authority is partition
     const claimSeq = Number(/authority\.claimed at seq (\d+)/.exec(promoted)![1]);
     expect(claimSeq).toBeGreaterThan(bStopped);
     const onB = startWriter(ledger, rb, ROOM, "b", { concurrency: 2, pauseMs: 5 });
-    await eventually("both sides to accept writes after the claim", () => {
-      const ackedPastClaim = (via: string) =>
-        ledger.all.filter((r) => r.via === via && r.outcome === "acked" && (r.ack?.seq ?? 0) > claimSeq).length;
-      return ackedPastClaim("gw-a") >= 30 && ackedPastClaim("gw-b") >= 30;
-    });
+    await eventually(
+      () => {
+        const ackedPastClaim = (via: string) =>
+          ledger.all.filter((r) => r.via === via && r.outcome === "acked" && (r.ack?.seq ?? 0) > claimSeq).length;
+        return ackedPastClaim("gw-a") >= 30 && ackedPastClaim("gw-b") >= 30;
+      },
+      { what: "both sides to accept writes after the claim" },
+    );
 
     // Heal: gw-b's fence notice reaches gw-a, which refuses its clients from then on.
     await heal();
     await eventually(
-      "gw-a to fence itself",
       () => ledger.all.filter((r) => r.via === "gw-a" && r.outcome === "refused" && r.reason === "authority_conflict").length >= 5,
-      { timeoutMs: 60_000 },
+      { what: "gw-a to fence itself", timeoutMs: 60_000 },
     );
     await Promise.all([onA.stop(), onB.stop()]);
     const fencedState = await ok(a, ["groups", "state", ROOM]);
@@ -102,10 +104,13 @@ describe("scenario: split brain — promote while the old authority is partition
 
     // The ledger: the winning log (gw-b) plus what every gateway preserved.
     const final = (await rb.state(ROOM)).latest_seq;
-    await eventually("gw-a and gw-c to follow gw-b", async () => {
-      const [sa, sc] = await Promise.all([ra.replicaState(ROOM), rc.replicaState(ROOM)]);
-      return sa.last_seq === final && sc.last_seq === final;
-    });
+    await eventually(
+      async () => {
+        const [sa, sc] = await Promise.all([ra.replicaState(ROOM), rc.replicaState(ROOM)]);
+        return sa.last_seq === final && sc.last_seq === final;
+      },
+      { what: "gw-a and gw-c to follow gw-b" },
+    );
     const [logB, logA, logC] = await Promise.all([rb.fullLog(ROOM), ra.fullLog(ROOM), rc.fullLog(ROOM)]);
     expect(logA.map((e) => e.hash)).toEqual(logB.map((e) => e.hash));
     expect(logC.map((e) => e.hash)).toEqual(logB.map((e) => e.hash));

@@ -1,16 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { eventually } from "../../../../test/support/eventually.js";
 
 const CHILD = fileURLToPath(new URL("./coordinator-child.mjs", import.meta.url));
-
-/** Polls `check` until it returns true; bounded, on the monotonic clock (tests fake the wall clock). */
-export async function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 export type ChildEvent = { event: string } & Record<string, unknown>;
 
@@ -53,7 +45,7 @@ export async function startCoordinatorChild(
     process: child,
     events,
     async next(match, what, timeoutMs = 15_000) {
-      await waitFor(() => events.some(match) || !running(), what, timeoutMs);
+      await eventually(() => events.some(match) || !running(), { timeoutMs, what });
       const found = events.find(match);
       if (!found) throw new Error(`${gatewayId} exited before ${what}; stderr: ${stderr}`);
       return found;

@@ -1,6 +1,7 @@
 import { createLogger, HermesError, systemClock } from "@hermes/common";
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
+import { eventually } from "../../../../test/support/eventually.js";
 import type { AgentSpec } from "../core/models/agent-cache.js";
 import { FallbackChain } from "../providers/fallback.js";
 import { AgentCache, buildChain, endpointIdentity, type PreparedAgent, parseFallback } from "./agents.js";
@@ -57,9 +58,8 @@ describe("AgentCache", () => {
         granted = true;
         return x;
       });
-    await new Promise((r) => setTimeout(r, 20));
+    await eventually(() => expect(c.stats()).toMatchObject({ busy: 1, waiting: 1 }));
     expect(granted).toBe(false);
-    expect(c.stats()).toMatchObject({ busy: 1, waiting: 1 });
     c.release("a", false);
     expect((await waiting).session_id).toBe("b");
     expect(c.stats()).toMatchObject({ warm: 1, busy: 1, waiting: 0 });
@@ -97,8 +97,7 @@ describe("AgentCache", () => {
     await c.acquire("a", "sig", () => agent("a"));
     c.release("a", false);
     expect(c.stats().warm).toBe(1);
-    await new Promise((r) => setTimeout(r, 80));
-    expect(c.stats().warm).toBe(0);
+    await eventually(() => expect(c.stats().warm).toBe(0));
   });
 });
 

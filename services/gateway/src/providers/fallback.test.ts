@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { eventually } from "../../../../test/support/eventually.js";
 import { type FakeFailure, type FakeOpenAIServer, startFakeOpenAIServer } from "../../test/support/fake-openai-server.js";
 import { postTurnFallbackCheck } from "../core/models/agent-cache.js";
 import { LocalProvider } from "../core/models/local-provider.js";
@@ -88,10 +89,13 @@ describe("completeWithFallback", () => {
     primaryServer.failNext("hang");
     const spy = counting(local);
     const controller = new AbortController();
-    setTimeout(() => controller.abort(), 50);
-    const err = await completeWithFallback([{ provider: primary }, { provider: spy }], { ...request, signal: controller.signal }).catch(
+    const pending = completeWithFallback([{ provider: primary }, { provider: spy }], { ...request, signal: controller.signal }).catch(
       (e: unknown) => e,
     );
+    // Cancelled while the primary's request hangs at its server.
+    await eventually(() => expect(primaryServer.chatRequests()).toHaveLength(1));
+    controller.abort();
+    const err = await pending;
     expect((err as ProviderError).cancelled).toBe(true);
     expect(spy.calls).toBe(0);
   });

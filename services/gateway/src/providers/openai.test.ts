@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { eventually } from "../../../../test/support/eventually.js";
 import { type FakeFailure, type FakeOpenAIServer, startFakeOpenAIServer } from "../../test/support/fake-openai-server.js";
 import { MESSAGE_AGENT_TOOL, parseMessageAgentArgs } from "../core/delivery/message-agent-tool.js";
 import type { DeliveryReason } from "../core/delivery/reasons.js";
@@ -204,8 +205,11 @@ describe("OpenAIProvider: every failure is classified, keeps the provider's text
   it("a caller abort is reported as cancelled, not as a timeout", async () => {
     server.failNext("hang");
     const controller = new AbortController();
-    setTimeout(() => controller.abort(), 100);
-    const err = await failure(provider, request({ signal: controller.signal }));
+    const pending = failure(provider, request({ signal: controller.signal }));
+    // Cancelled while the request hangs at the server.
+    await eventually(() => expect(server.chatRequests()).toHaveLength(1));
+    controller.abort();
+    const err = await pending;
     expect(err.cancelled).toBe(true);
     expect(err.data).toMatchObject({ cancelled: true });
   });

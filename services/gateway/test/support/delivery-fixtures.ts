@@ -86,19 +86,6 @@ export async function sendAndWait(t: TestGateway, from: string, target: string, 
   return t.gateway.deliveries.wait(ack.delivery_id);
 }
 
-/** Polls until `check` stops throwing (or the time is up, rethrowing its last error). */
-export async function eventually<T>(check: () => T | Promise<T>, timeoutMs = 10_000, stepMs = 20): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, stepMs));
-    }
-  }
-}
-
 /** Typed calls of the delivery and chat RPCs (the generic `call` cannot infer through grpc-js overloads). */
 export const rpc = {
   send(client: DeliveryServiceClient, req: Partial<SendMessageRequest>, key: string | null = TEST_KEY): Promise<SendMessageReply> {

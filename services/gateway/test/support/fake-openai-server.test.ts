@@ -1,4 +1,5 @@
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { eventually } from "../../../../test/support/eventually.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "./fake-openai-server.js";
 
 let server: FakeOpenAIServer;
@@ -123,7 +124,8 @@ describe("fake OpenAI server", () => {
       method: "POST",
       body: JSON.stringify({ model: "only", messages: [] }),
     }).catch((err: unknown) => err);
-    await new Promise((r) => setTimeout(r, 50));
+    // Closed with the hanging request open: it has reached the server (after the refused one).
+    await eventually(() => expect(strict.chatRequests()).toHaveLength(2));
     await strict.close();
     expect(await pending).toBeInstanceOf(Error);
   });

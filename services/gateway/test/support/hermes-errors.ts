@@ -1,4 +1,4 @@
-import { HermesError } from "@hermes/common";
+import { HermesError } from "@hermes/common/pure";
 
 /** Runs `fn` and returns the HermesError it throws; anything else (or nothing thrown) fails the test. */
 export function thrownHermesError(fn: () => unknown): HermesError {

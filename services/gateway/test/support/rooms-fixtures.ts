@@ -6,9 +6,9 @@ import type { CallOptions, Metadata, ServiceError } from "@grpc/grpc-js";
 import { authMetadata, fromServiceError, type HermesError, unaryCall } from "@hermes/common";
 import type { ReplicateProgress, ReplicateRequest, ReplicateResult, RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import { expect } from "vitest";
+import { eventually } from "../../../../test/support/eventually.js";
 import type { TestRelay } from "../../../relay/test/support/relay-harness.js";
 import { AppendStream, roomClient } from "../../src/api/grpc/room-client.js";
-import { eventually } from "./delivery-fixtures.js";
 import { startTestGateway, TEST_KEY, type TestGateway } from "./gateway-harness.js";
 
 export const MEMBERS = [
@@ -182,13 +182,4 @@ export class CuttableProxy {
     this.partition();
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
   }
-}
-
-export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 15_000, what = "condition"): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
 }

@@ -1,4 +1,5 @@
 import WebSocket from "ws";
+import { eventually } from "../../../../test/support/eventually.js";
 import { TEST_KEY } from "./gateway-harness.js";
 
 export interface RpcError {
@@ -63,16 +64,10 @@ export class RpcClient {
   sendRaw(frame: string | Buffer): Promise<unknown> {
     const before = this.raw.length;
     this.ws.send(frame);
-    return new Promise((resolve, reject) => {
-      const started = Date.now();
-      const poll = () => {
-        const answer = this.raw.slice(before).find((m) => Array.isArray(m) || typeof (m as { method?: unknown }).method !== "string");
-        if (answer !== undefined) return resolve(answer);
-        if (Date.now() - started > 5000) return reject(new Error("no answer to the raw frame"));
-        setTimeout(poll, 5);
-      };
-      poll();
-    });
+    return eventually(
+      () => this.raw.slice(before).find((m) => Array.isArray(m) || typeof (m as { method?: unknown }).method !== "string") ?? false,
+      { timeoutMs: 5000, intervalMs: 5, what: "an answer to the raw frame" },
+    );
   }
 
   close(): void {

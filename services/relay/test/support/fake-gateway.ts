@@ -123,6 +123,7 @@ export class FakeGateway {
   /** Closes our side; resolves when the relay ended the call. */
   async close(): Promise<void> {
     this.stream.end();
+    // At most a second: a relay that never ends the call (stopped, killed) does not hold up the clean-up.
     await Promise.race([this.ended, new Promise((r) => setTimeout(r, 1000))]);
     this.client.close();
   }

@@ -541,6 +541,14 @@ export class DiscussionDriver implements RoomDriverView {
   // -------------------------------------------------------------------------------------------
 
   /**
+   * Resolves once no room's pump runs: every commit so far has been looked at and acted on (what a
+   * test waits for before it checks that the driver did nothing more).
+   */
+  async idle(): Promise<void> {
+    while (this.pumps.size > 0) await Promise.all([...this.pumps]);
+  }
+
+  /**
    * Graceful stop: no new turns; running ones get `graceMs` to end (their results are logged),
    * then they are cancelled and logged as runtime_offline. Call before the rooms service stops.
    */
