@@ -153,7 +153,13 @@ async function engine({ dir, count, window, textBytes }) {
   const logger = common.createLogger("rooms", "silent");
   const clock = common.systemClock;
   const log = new RoomLog({ db, gatewayId: "gw-bench", clock, logger, registry: new Registry(), maxAppendsPerCommit: 1000 });
-  const rooms = new gateway.RoomsService({ log, gatewayId: "gw-bench", clock, logger, peers: { url: () => undefined, key: () => undefined } });
+  const rooms = new gateway.RoomsService({
+    log,
+    gatewayId: "gw-bench",
+    clock,
+    logger,
+    peers: { url: () => undefined, key: () => undefined },
+  });
   rooms.create({ room_id: "bench", name: "Bench", members: MEMBERS });
   const batches = [];
   const commits = new GroupCommit(rooms.store, () => common.isoTime(Date.now()), { committed: (_rooms, size) => batches.push(size) });
@@ -225,13 +231,17 @@ async function rawTarget(dir, layout, synchronous) {
     db.pragma(`synchronous = ${synchronous}`);
     db.exec(ROW_PER_EVENT_SCHEMA);
     const one = db.prepare(`INSERT INTO room_events (${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
-    const chunk = db.prepare(`INSERT INTO room_events (${EVENT_COLUMNS}) VALUES ${Array(CHUNK).fill("(?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ")}`);
+    const chunk = db.prepare(
+      `INSERT INTO room_events (${EVENT_COLUMNS}) VALUES ${Array(CHUNK).fill("(?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ")}`,
+    );
     const write = db.transaction((parts) => {
       for (const params of parts) (params.length === CHUNK * 9 ? chunk : one).run(params);
     });
     return {
       prepare(batch) {
-        const parts = chunked(batch.map((e) => [e.room_id, e.seq, e.event_id, e.kind, e.actor_json, e.epoch, e.payload_json, e.created_at, e.hash]));
+        const parts = chunked(
+          batch.map((e) => [e.room_id, e.seq, e.event_id, e.kind, e.actor_json, e.epoch, e.payload_json, e.created_at, e.hash]),
+        );
         const params = parts.map((part) => part.flat());
         return () => write.immediate(params);
       },
@@ -241,7 +251,9 @@ async function rawTarget(dir, layout, synchronous) {
   const db = gateway.openGatewayDb(new gateway.HermesHome(dir));
   db.pragma(`synchronous = ${synchronous}`);
   const logId = Number(db.prepare("INSERT INTO room_logs (room_id) VALUES ('bench')").run().lastInsertRowid);
-  const segment = db.prepare("INSERT INTO room_log_segments (log_id, first_seq, last_seq, last_epoch, ends, body) VALUES (?, ?, ?, ?, ?, ?)");
+  const segment = db.prepare(
+    "INSERT INTO room_log_segments (log_id, first_seq, last_seq, last_epoch, ends, body) VALUES (?, ?, ?, ?, ?, ?)",
+  );
   const one = db.prepare("INSERT INTO room_event_ids (log_id, event_id, seq) VALUES (?, ?, ?)");
   const chunk = db.prepare(`INSERT INTO room_event_ids (log_id, event_id, seq) VALUES ${Array(CHUNK).fill("(?, ?, ?)").join(", ")}`);
   const write = db.transaction((segments, ids) => {

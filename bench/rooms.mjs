@@ -406,7 +406,17 @@ async function partC() {
     `CPU per event during catch-up: authority ${fmt(median(samples.map((x) => usPerEvent(x.ours.serverCpuMs[0], n))), 2)} µs, replica ${fmt(median(samples.map((x) => usPerEvent(x.ours.serverCpuMs[1], n))), 2)} µs; ` +
       `packed page ${fmt(samples[0].pull.bytesPerEvent)} B per event, ${fmt(samples[0].pull.pages)} pages`,
   );
-  results.c = { seeded, oursRate, mirrorRate, pullRate, rawApplyRate, rawSegmentsRate, ratio: oursRate / mirrorRate, pairedRatio: paired, samples };
+  results.c = {
+    seeded,
+    oursRate,
+    mirrorRate,
+    pullRate,
+    rawApplyRate,
+    rawSegmentsRate,
+    ratio: oursRate / mirrorRate,
+    pairedRatio: paired,
+    samples,
+  };
 }
 
 async function partD() {
@@ -453,7 +463,9 @@ async function partD() {
     };
     r.authorityCommits = commits1.count - commits0.count;
     say(`CPU per tail event: authority ${cpuLine(0)}, replica ${cpuLine(1)}   (goal: ≤ 100 µs each)`);
-    say(`the authority committed ${fmt(r.authorityCommits)} group commits for ${fmt(events)} events (${fmt(events / r.authorityCommits, 2)} per commit)`);
+    say(
+      `the authority committed ${fmt(r.authorityCommits)} group commits for ${fmt(events)} events (${fmt(events / r.authorityCommits, 2)} per commit)`,
+    );
     results.d = { ...r, cpuSplitMs: split1.map((x, i) => ({ user: x.user - split0[i].user, system: x.system - split0[i].system })) };
   } finally {
     await replica.stop();
