@@ -50,6 +50,7 @@ export const PROCESS_TESTS = [
   "services/gateway/test/memory-bounds.test.ts",
   "services/gateway/test/peers-restart.test.ts",
   "services/gateway/test/relay-crash.test.ts",
+  "services/gateway/test/rooms-migration-crash.test.ts",
   "services/gateway/test/rooms-crash.test.ts",
   "services/relay/test/relay-cli.test.ts",
   "services/relay/test/relay-grpc-fuzz.test.ts",
