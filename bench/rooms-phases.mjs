@@ -11,9 +11,9 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import Database from "better-sqlite3";
 import { Registry } from "prom-client";
 import { EchoAppendStream, startEchoServer } from "./lib/grpc-echo.mjs";
-import { jetStreamMirror, startNats } from "./lib/nats.mjs";
+import { jetStreamMirror, jetStreamTail, startNats } from "./lib/nats.mjs";
 import { pipelined } from "./lib/pipeline.mjs";
-import { printReady, printResult } from "./lib/processes.mjs";
+import { printReady, printResult, processCpuMs } from "./lib/processes.mjs";
 import { percentile } from "./lib/report.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -486,6 +486,25 @@ async function tail({ authorityUrl, replicaUrl, key, room, rate, seconds, warmup
   };
 }
 
+/** The same paced load on a JetStream stream and its mirror (the tail's baseline). */
+async function natsTail({ rate, seconds, warmupSeconds, textBytes }) {
+  const r = await jetStreamTail({ rate, seconds, warmupSeconds, bytes: textBytes, cpuMs: processCpuMs });
+  r.ack.sort((a, b) => a - b);
+  r.mirrored.sort((a, b) => a - b);
+  return {
+    finished: r.finished,
+    sent: r.sent,
+    measured: r.mirrored.length,
+    ackP50: percentile(r.ack, 50),
+    ackP99: percentile(r.ack, 99),
+    appliedP50: percentile(r.mirrored, 50),
+    appliedP99: percentile(r.mirrored, 99),
+    appliedMax: r.mirrored.at(-1),
+    serverCpuMs: r.serverCpuMs,
+    cpuMs: cpuMs(),
+  };
+}
+
 const PHASES = {
   "append-stream": appendStream,
   "append-unary": appendUnary,
@@ -500,6 +519,7 @@ const PHASES = {
   "raw-apply": rawApply,
   "nats-mirror": natsMirror,
   tail,
+  "nats-tail": natsTail,
 };
 
 const run = PHASES[opts.phase];

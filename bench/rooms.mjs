@@ -27,7 +27,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { ensureNatsServer } from "./lib/nats.mjs";
-import { histogramTotals, runPhase, startGateway, startPhase } from "./lib/processes.mjs";
+import { gatewayCpuUsageMs, histogramTotals, runPhase, startGateway, startPhase } from "./lib/processes.mjs";
 import { fmt, machine, header as printHeader, line as printLine } from "./lib/report.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -433,7 +433,8 @@ async function partD() {
       stream.on("end", resolve);
     });
     client.close();
-    const split0 = [authority.cpuSplitMs(), replica.cpuSplitMs()];
+    const cpuNow = () => Promise.all([authority, replica].map((gw) => gatewayCpuUsageMs(gw.http, KEY)));
+    const split0 = await cpuNow();
     const commits0 = await histogramTotals(authority.http, "hermes_room_append_batch_size", KEY);
     const r = await measured(
       "tail",
@@ -454,7 +455,7 @@ async function partD() {
     say(`durable ack on the authority     p50 ${ms(r.ackP50)}  p99 ${ms(r.ackP99)}  max ${ms(r.ackMax)}`);
     say(`applied on the replica (tail)    p50 ${ms(r.appliedP50)}  p99 ${ms(r.appliedP99)}  max ${ms(r.appliedMax)}   (goal: p99 < 20 ms)`);
     const commits1 = await histogramTotals(authority.http, "hermes_room_append_batch_size", KEY);
-    const split1 = [authority.cpuSplitMs(), replica.cpuSplitMs()];
+    const split1 = await cpuNow();
     const events = r.sent;
     const cpuLine = (i) => {
       const user = usPerEvent(split1[i].user - split0[i].user, events);
@@ -466,7 +467,17 @@ async function partD() {
     say(
       `the authority committed ${fmt(r.authorityCommits)} group commits for ${fmt(events)} events (${fmt(events / r.authorityCommits, 2)} per commit)`,
     );
-    results.d = { ...r, cpuSplitMs: split1.map((x, i) => ({ user: x.user - split0[i].user, system: x.system - split0[i].system })) };
+    const nats = await runPhase(PHASES, "nats-tail", { rate: TAIL_RATE, seconds: TAIL_SECONDS, warmupSeconds: 1, textBytes: TEXT_BYTES });
+    if (nats.finished !== "ok") say(`WARNING: not every message reached the JetStream mirror within 30 s (${nats.measured} measured)`);
+    say(
+      `JetStream, same pace: publish ack p50 ${ms(nats.ackP50)}  p99 ${ms(nats.ackP99)}; read from a mirror p50 ${ms(nats.appliedP50)}  p99 ${ms(nats.appliedP99)}  max ${ms(nats.appliedMax)}`,
+    );
+    say(`JetStream CPU per message: nats-server ${fmt(usPerEvent(nats.serverCpuMs, nats.sent), 1)} µs (stream and mirror in one process)`);
+    results.d = {
+      ...r,
+      cpuSplitMs: split1.map((x, i) => ({ user: x.user - split0[i].user, system: x.system - split0[i].system })),
+      jetStream: nats,
+    };
   } finally {
     await replica.stop();
     rmSync(replicaHome, { recursive: true, force: true });

@@ -17,19 +17,13 @@ const TICKS_PER_SECOND = 100;
 
 /** User + system CPU milliseconds a process has used so far, or NaN when /proc is not readable. */
 export function processCpuMs(pid) {
-  const { user, system } = processCpuSplitMs(pid);
-  return user + system;
-}
-
-/** The same, user and system (kernel: syscalls such as fsync and socket writes) apart. */
-export function processCpuSplitMs(pid) {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     // Fields after the command name (which may hold spaces) start at ") ": utime is field 14, stime 15.
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return { user: (Number(fields[11]) * 1000) / TICKS_PER_SECOND, system: (Number(fields[12]) * 1000) / TICKS_PER_SECOND };
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
   } catch {
-    return { user: Number.NaN, system: Number.NaN };
+    return Number.NaN;
   }
 }
 
@@ -79,7 +73,6 @@ export function startGateway({ home, id, key, env = {}, nodeArgs = [] }) {
         http: `http://${ready.http}`,
         pid: child.pid,
         cpuMs: () => processCpuMs(child.pid),
-        cpuSplitMs: () => processCpuSplitMs(child.pid),
         async stop() {
           if (child.exitCode !== null || child.signalCode !== null) return exited;
           child.kill("SIGTERM");
@@ -155,13 +148,32 @@ export function printReady(info) {
   process.stdout.write(`${READY}${JSON.stringify(info)}\n`);
 }
 
+/** The text of a process's /metrics. */
+async function metricsText(httpBase, key) {
+  const res = await fetch(`${httpBase}/metrics`, key ? { headers: { authorization: `Bearer ${key}` } } : {});
+  return res.text();
+}
+
+/** The value of a sample of a Prometheus metric (the first one, whatever its labels), or NaN. */
+function metricValue(text, name) {
+  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "m").exec(text);
+  return m ? Number(m[1]) : Number.NaN;
+}
+
 /** The sum and count of a Prometheus histogram on a process's /metrics (for deltas around a phase). */
 export async function histogramTotals(httpBase, name, key) {
-  const res = await fetch(`${httpBase}/metrics`, key ? { headers: { authorization: `Bearer ${key}` } } : {});
-  const text = await res.text();
-  const value = (suffix) => {
-    const m = new RegExp(`^${name}_${suffix}(?:\\{[^}]*\\})? (\\S+)$`, "m").exec(text);
-    return m ? Number(m[1]) : Number.NaN;
+  const text = await metricsText(httpBase, key);
+  return { sum: metricValue(text, `${name}_sum`), count: metricValue(text, `${name}_count`) };
+}
+
+/**
+ * The user and system CPU milliseconds a gateway has used so far, as the process itself reads them
+ * with process.cpuUsage() (microsecond resolution; prom-client's process_cpu_* counters on /metrics).
+ */
+export async function gatewayCpuUsageMs(httpBase, key) {
+  const text = await metricsText(httpBase, key);
+  return {
+    user: metricValue(text, "hermes_process_cpu_user_seconds_total") * 1000,
+    system: metricValue(text, "hermes_process_cpu_system_seconds_total") * 1000,
   };
-  return { sum: value("sum"), count: value("count") };
 }
