@@ -1,6 +1,5 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { planAppendBatch } from "./append.js";
 import {
   concatRuns,
   cutSegments,
@@ -16,43 +15,13 @@ import {
   sliceRun,
   tupleStart,
 } from "./log-segment.js";
-import { planCreateRoom } from "./room-state.js";
+import { chatLog } from "./testing/chat-log.js";
 import type { RoomEvent, TupleRun } from "./types.js";
 
 const NOW = "2026-01-01T00:00:00.000Z";
 
 function log(texts: readonly string[]): RoomEvent[] {
-  const created = planCreateRoom({
-    room_id: "r",
-    name: "Room",
-    members: [
-      { member_id: "ann", profile: "ann" },
-      { member_id: "bob", profile: "bob" },
-    ],
-    self_gateway_id: "A",
-    now: NOW,
-    retired: false,
-    exists: false,
-  });
-  if (!created.ok) throw new Error(created.refusal.message);
-  const items = texts.map((text, i) => ({
-    request: {
-      origin: "client" as const,
-      event_id: `m${i}`,
-      kind: "message.user",
-      actor: { kind: "user" as const, id: "u" },
-      payload: { text },
-    },
-    stored: null,
-  }));
-  const events: RoomEvent[] = [created.event];
-  let state = created.state;
-  for (let i = 0; i < items.length; i += 1000) {
-    const plan = planAppendBatch(state, items.slice(i, i + 1000), NOW);
-    events.push(...plan.appended);
-    state = plan.state;
-  }
-  return events;
+  return chatLog("r", texts, NOW).events;
 }
 
 const tupleTexts = (run: TupleRun) =>
