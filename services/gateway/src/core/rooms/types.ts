@@ -34,7 +34,7 @@ export interface Actor {
   connection_id?: string;
 }
 
-/** One event of a room log (row of `room_events`). `actor_json` and `payload_json` are canonical JSON. */
+/** One event of a room log. `actor_json` and `payload_json` are canonical JSON. */
 export interface RoomEvent {
   room_id: string;
   /** Dense, from 1. */
