@@ -13,6 +13,7 @@ const alias = [
   { find: /^@hermes\/common$/, replacement: here("./services/common/src/index.ts") },
   { find: /^@hermes\/coordinator$/, replacement: here("./services/coordinator/src/index.ts") },
   { find: /^@hermes\/gateway\/home$/, replacement: here("./services/gateway/src/store/home.ts") },
+  { find: /^@hermes\/gateway\/ops$/, replacement: here("./services/gateway/src/core/ops/index.ts") },
   { find: /^@hermes\/gateway$/, replacement: here("./services/gateway/src/index.ts") },
   { find: /^@hermes\/relay$/, replacement: here("./services/relay/src/index.ts") },
 ];
@@ -40,6 +41,8 @@ export default defineConfig({
           name: "service",
           include: TEST_FILES,
           exclude: [...configDefaults.exclude, ...CORE_TESTS, ...PROCESS_TESTS],
+          // Their gateways serve the web console: build it first when its sources changed.
+          globalSetup: ["test/support/build-console.ts"],
           testTimeout: 60_000,
           hookTimeout: 60_000,
           pool: "forks",

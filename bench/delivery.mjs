@@ -17,25 +17,31 @@
 //               `openai` the same minus the time spent in the provider call
 //   CPU         process CPU time per delivery in both phases: our compute cost, independent of how
 //               long the disk takes to fsync (which dominates the wall-clock figures on a busy VM)
+//   commits     SQLite commits that wrote something (each an fsync at synchronous=FULL) per delivery
+//               in both phases, counted on every database file of the process (state.db and the
+//               profiles' transcripts; bench/lib/commit-counter.mjs)
 // The machine's fsync cost is measured in the same run (the ratio shows how many commits' worth of
-// time one delivery costs).
+// time one delivery costs), and the load average is printed before and after.
+//
+// `--baseline <checkout>` measures the same scenarios on another checkout's build (e.g. a worktree
+// of main, built with `npx tsc -b tsconfig.build.json`) in a child process of the same run, first,
+// and prints this build's figures as ratios of it. `--root <checkout>` says whose build this process
+// measures (default: this one).
 
+import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { createRequire } from "node:module";
+import { loadavg, tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import Database from "better-sqlite3";
-
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const DIST = {
-  gateway: join(ROOT, "services/gateway/dist/index.js"),
-  common: join(ROOT, "services/common/dist/index.js"),
-};
+import { installCommitCounter } from "./lib/commit-counter.mjs";
 
 const { values: opts } = parseArgs({
   options: {
+    root: { type: "string", default: fileURLToPath(new URL("..", import.meta.url)) },
+    baseline: { type: "string" },
     bots: { type: "string", default: "100" },
     messages: { type: "string", default: "5000" },
     samples: { type: "string", default: "500" },
@@ -53,6 +59,13 @@ const int = (name, min = 0) => {
   }
   return n;
 };
+const ROOT = resolve(opts.root);
+const DIST = {
+  gateway: join(ROOT, "services/gateway/dist/index.js"),
+  common: join(ROOT, "services/common/dist/index.js"),
+};
+// The better-sqlite3 the gateway under test loads (another checkout has its own copy): its commits are counted.
+const Database = createRequire(join(ROOT, "services/gateway/package.json"))("better-sqlite3");
 const BOTS = int("bots", 2);
 const MESSAGES = int("messages", 1);
 const SAMPLES = int("samples", 1);
@@ -68,6 +81,13 @@ try {
   process.exit(2);
 }
 const { Gateway } = gatewayModule;
+const commits = installCommitCounter(Database);
+/** Commits per delivery since `reset()`: all files, and the gateway's state.db alone. */
+function commitsPer(deliveries, home) {
+  const byFile = commits.byFile();
+  const main = byFile.get(join(home, "state.db")) ?? 0;
+  return { all: commits.total() / deliveries, state_db: main / deliveries, transcripts: (commits.total() - main) / deliveries };
+}
 const { createLogger } = commonModule;
 
 const log = (line) => {
@@ -173,33 +193,46 @@ async function scenario(name, provider) {
       if (to === from) to = bots[(i + 1) % BOTS];
       return [from, to];
     };
+    // `send` acks once the delivery is committed (a promise; an older build answered at once).
+    const sendAndWait = async (from, to, text) => d.wait((await d.send(from, to, text)).delivery_id);
+    // Every ended delivery's notification written and recorded, so a phase's commits are all counted.
+    const state = new Database(join(home, "state.db"), { readonly: true });
+    const unnotified = state.prepare("SELECT count(*) FROM delivery_outbox WHERE notified_at IS NULL").pluck();
+    const allNotified = async () => {
+      while (unnotified.get() > 0) await new Promise((r) => setTimeout(r, 20));
+    };
     // Warm-up: every bot receives once (agents built, files cached).
-    await Promise.all(bots.map((b, i) => d.wait(d.send(bots[(i + 1) % BOTS], b, "warm up").delivery_id)));
+    await Promise.all(bots.map((b, i) => sendAndWait(bots[(i + 1) % BOTS], b, "warm up")));
+    await allNotified();
 
     // Throughput: everything enqueued at once.
+    commits.reset();
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     const waits = [];
     for (let i = 0; i < MESSAGES; i++) {
       const [from, to] = pair(i);
-      waits.push(d.wait(d.send(from, to, `note ${i}: please have a look at the figures`).delivery_id));
+      waits.push(sendAndWait(from, to, `note ${i}: please have a look at the figures`));
     }
     const enqueuedMs = performance.now() - t0;
     const receipts = await Promise.all(waits);
     const throughputMs = performance.now() - t0;
+    await allNotified();
     const cpu1 = process.cpuUsage(cpu0);
+    const throughputCommits = commitsPer(MESSAGES, home);
     const settled = receipts.filter((r) => r.state === "settled").length;
 
     // Latency: one at a time, so nothing queues.
     const e2e = [];
     const own = [];
     const enqueue = [];
+    commits.reset();
     const cpu2 = process.cpuUsage();
     for (let i = 0; i < SAMPLES; i++) {
       const [from, to] = pair(i + 7);
       fetchMs = 0;
       const s0 = performance.now();
-      const ack = d.send(from, to, `sample ${i}`);
+      const ack = await d.send(from, to, `sample ${i}`);
       const s1 = performance.now();
       await d.wait(ack.delivery_id);
       const s2 = performance.now();
@@ -207,7 +240,10 @@ async function scenario(name, provider) {
       e2e.push(s2 - s0);
       own.push(s2 - s0 - fetchMs);
     }
+    await allNotified();
     const cpu3 = process.cpuUsage(cpu2);
+    const latencyCommits = commitsPer(SAMPLES, home);
+    state.close();
     await gateway.stop();
     const sort = (a) => [...a].sort((x, y) => x - y);
     const [se2e, sown, senq] = [sort(e2e), sort(own), sort(enqueue)];
@@ -223,6 +259,7 @@ async function scenario(name, provider) {
         per_second: (MESSAGES / throughputMs) * 1000,
         // CPU of this process per delivery (user + system; time blocked in fsync is not CPU).
         cpu_ms_per_delivery: (cpu1.user + cpu1.system) / 1000 / MESSAGES,
+        commits_per_delivery: throughputCommits,
       },
       latency: {
         samples: SAMPLES,
@@ -234,6 +271,7 @@ async function scenario(name, provider) {
         own_p99_ms: percentile(sown, 99),
         cpu_ms_per_delivery: (cpu3.user + cpu3.system) / 1000 / SAMPLES,
         cpu_user_ms_per_delivery: cpu3.user / 1000 / SAMPLES,
+        commits_per_delivery: latencyCommits,
       },
     };
   } finally {
@@ -241,11 +279,28 @@ async function scenario(name, provider) {
   }
 }
 
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(", ");
+const loadBefore = load();
+log(`load average (1, 5, 15 min) before: ${loadBefore}`);
 const scratch = mkdtempSync(join(tmpdir(), "hermes-bench-fsync-"));
 mkdirSync(scratch, { recursive: true });
 const commitMs = commitCost(scratch);
 rmSync(scratch, { recursive: true, force: true });
 log(`machine: one fsynced SQLite commit (WAL, synchronous=FULL) = ${ms(commitMs)}`);
+
+/** The same scenarios on the baseline checkout's build, in a child process (its own modules and counter). */
+function measureBaseline(checkout) {
+  const args = [fileURLToPath(import.meta.url), "--root", checkout, "--json"];
+  for (const name of ["bots", "messages", "samples", "model-ms", "scenarios"]) args.push(`--${name}`, opts[name]);
+  log(`baseline: measuring ${resolve(checkout)} first, in a child process`);
+  const out = execFileSync(process.execPath, args, { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 64 << 20 });
+  return JSON.parse(out);
+}
+const baseline = opts.baseline ? measureBaseline(opts.baseline) : undefined;
+if (baseline) log(`baseline: one fsynced commit = ${ms(baseline.commit_ms)}; measuring ${ROOT}`);
 
 const results = [];
 for (const name of opts.scenarios.split(",").map((s) => s.trim())) {
@@ -274,6 +329,8 @@ for (const r of results) {
     `  CPU per delivery (this process, user + system): ${ms(r.throughput.cpu_ms_per_delivery)} under load, ${ms(l.cpu_ms_per_delivery)} one at a time (user ${ms(l.cpu_user_ms_per_delivery)})` +
       (r.scenario === "openai" ? " (includes the in-process provider server)" : ""),
   );
+  const c = (x) => `${x.all.toFixed(2)} (state.db ${x.state_db.toFixed(2)}, transcripts ${x.transcripts.toFixed(2)})`;
+  log(`  fsynced commits per delivery: ${c(r.throughput.commits_per_delivery)} under load, ${c(l.commits_per_delivery)} one at a time`);
   log(`  enqueue (send → ack): p50 ${ms(l.enqueue_p50_ms)}, p99 ${ms(l.enqueue_p99_ms)}`);
   log(`  enqueue → settled:    p50 ${ms(l.settled_p50_ms)}, p99 ${ms(l.settled_p99_ms)}`);
   if (r.scenario === "openai") log(`  of which ours (minus the provider call): p50 ${ms(l.own_p50_ms)}, p99 ${ms(l.own_p99_ms)}`);
@@ -291,4 +348,31 @@ if (local && openai) {
   );
   log(`  our share of the openai latency at p50: ${((openai.latency.own_p50_ms / openai.latency.settled_p50_ms) * 100).toFixed(0)} %`);
 }
-if (opts.json) process.stdout.write(`${JSON.stringify({ commit_ms: commitMs, model_ms: MODEL_MS, results }, null, 2)}\n`);
+if (baseline) {
+  const ratio = (x, y) => `${(x / y).toFixed(2)}×`;
+  for (const r of results) {
+    const b = baseline.results.find((x) => x.scenario === r.scenario);
+    if (!b) continue;
+    const [t, bt, l, bl] = [r.throughput, b.throughput, r.latency, b.latency];
+    log(`\n[${r.scenario}] this build vs the baseline (${resolve(opts.baseline)}), same run`);
+    log(`  throughput:             ${t.per_second.toFixed(0)}/s vs ${bt.per_second.toFixed(0)}/s = ${ratio(t.per_second, bt.per_second)}`);
+    log(
+      `  commits per delivery:   ${t.commits_per_delivery.all.toFixed(2)} vs ${bt.commits_per_delivery.all.toFixed(2)} under load, ` +
+        `${l.commits_per_delivery.all.toFixed(2)} vs ${bl.commits_per_delivery.all.toFixed(2)} one at a time`,
+    );
+    log(
+      `  CPU per delivery:       ${ms(t.cpu_ms_per_delivery)} vs ${ms(bt.cpu_ms_per_delivery)} under load (${ratio(t.cpu_ms_per_delivery, bt.cpu_ms_per_delivery)}), ` +
+        `${ms(l.cpu_ms_per_delivery)} vs ${ms(bl.cpu_ms_per_delivery)} one at a time`,
+    );
+    log(
+      `  enqueue → settled p50:  ${ms(l.settled_p50_ms)} vs ${ms(bl.settled_p50_ms)}; p99 ${ms(l.settled_p99_ms)} vs ${ms(bl.settled_p99_ms)}`,
+    );
+  }
+}
+const loadAfter = load();
+log(`\nload average (1, 5, 15 min) after: ${loadAfter}`);
+if (opts.json) {
+  process.stdout.write(
+    `${JSON.stringify({ root: ROOT, commit_ms: commitMs, model_ms: MODEL_MS, load_before: loadBefore, load_after: loadAfter, results, baseline }, null, 2)}\n`,
+  );
+}

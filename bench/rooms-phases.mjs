@@ -11,7 +11,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import Database from "better-sqlite3";
 import { Registry } from "prom-client";
 import { EchoAppendStream, startEchoServer } from "./lib/grpc-echo.mjs";
-import { jetStreamMirror, jetStreamTail, startNats } from "./lib/nats.mjs";
+import { jetStreamMirror, jetStreamTail, startNats, startNatsCluster } from "./lib/nats.mjs";
 import { pipelined } from "./lib/pipeline.mjs";
 import { printReady, printResult, processCpuMs } from "./lib/processes.mjs";
 import { percentile } from "./lib/report.mjs";
@@ -116,12 +116,15 @@ async function echoStream({ url, room, count, window, textBytes, warmup }) {
   return { ...summary(count, secs, latencies), clientCpuMs: used };
 }
 
-/** JetStream acknowledged publishes of `textBytes`-byte messages, `window` in flight (file storage, R1). */
-async function natsPublish({ count, window, textBytes, warmup }) {
-  const nats = await startNats();
+/**
+ * JetStream acknowledged publishes of `textBytes`-byte messages, `window` in flight, file storage:
+ * one server and an R1 stream, or (`replicas` 3) a 3-server cluster on loopback and an R3 stream.
+ */
+async function natsPublish({ count, window, textBytes, warmup, replicas = 1 }) {
+  const nats = replicas > 1 ? await startNatsCluster(replicas) : await startNats();
   try {
     const jsm = await jetstreamManager(nats.nc);
-    await jsm.streams.add({ name: "EVENTS", subjects: ["events.>"], storage: "file" });
+    await jsm.streams.add({ name: "EVENTS", subjects: ["events.>"], storage: "file", num_replicas: replicas });
     const js = jetstream(nats.nc);
     const encoder = new TextEncoder();
     const send = (i) => js.publish("events.room", encoder.encode(messageText(i, textBytes)));

@@ -27,8 +27,9 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { ensureNatsServer } from "./lib/nats.mjs";
+import { intOption } from "./lib/options.mjs";
 import { gatewayCpuUsageMs, histogramTotals, runPhase, startGateway, startPhase } from "./lib/processes.mjs";
-import { fmt, machine, header as printHeader, line as printLine } from "./lib/report.mjs";
+import { fmt, machine, median, header as printHeader, line as printLine } from "./lib/report.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const PHASES = join(ROOT, "bench/rooms-phases.mjs");
@@ -58,14 +59,7 @@ const { values: opts } = parseArgs({
   },
 });
 
-const int = (name, min = 1) => {
-  const n = Number(opts[name]);
-  if (!Number.isInteger(n) || n < min) {
-    process.stderr.write(`--${name} must be an integer ≥ ${min} (got ${opts[name]})\n`);
-    process.exit(2);
-  }
-  return n;
-};
+const int = (name, min = 1) => intOption(opts, name, min);
 const SAMPLES = int("samples");
 const SENDS = int("sends");
 const WINDOW = int("window");
@@ -106,12 +100,6 @@ const line = (...args) => {
 };
 const results = {};
 
-const median = (xs) => {
-  const s = xs.filter(Number.isFinite).sort((a, b) => a - b);
-  if (s.length === 0) return Number.NaN;
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 /** The samples behind a median, on their own line (nothing with one sample). */
 const samplesLine = (xs) => {
   if (xs.length > 1) say(`${"".padEnd(58)}   samples: ${xs.map((x) => fmt(x)).join(", ")}`);

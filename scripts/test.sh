@@ -33,6 +33,7 @@ if [ "$containers" = true ]; then
 fi
 
 bash scripts/ensure-etcd.sh
+bash scripts/ensure-chromium.sh
 export TESTCONTAINERS_RYUK_DISABLED=true
 export TESTCONTAINERS_HOST_OVERRIDE=${TESTCONTAINERS_HOST_OVERRIDE:-localhost}
 export HERMES_LOG_LEVEL=${HERMES_LOG_LEVEL:-silent}

@@ -23,7 +23,9 @@ export const TEST_FILES = [
 
 export const CORE_TESTS = [
   "services/*/src/core/**/*.test.ts",
+  "services/common/src/pure/**/*.test.ts",
   "services/cli/src/up/demo-plan.test.ts",
+  "services/console/test/text-only.test.ts",
   "services/*/test/layers.test.ts",
   "proto/test/generated-current.test.ts",
   "infra/test/k8s-manifests.test.ts",
@@ -49,9 +51,12 @@ export const PROCESS_TESTS = [
   "services/gateway/test/grpc-fuzz.test.ts",
   "services/gateway/test/memory-bounds.test.ts",
   "services/gateway/test/peers-restart.test.ts",
+  "services/gateway/test/quorum-failover.test.ts",
   "services/gateway/test/relay-crash.test.ts",
   "services/gateway/test/rooms-migration-crash.test.ts",
   "services/gateway/test/rooms-crash.test.ts",
+  "services/gateway/test/telegram-singleton.test.ts",
+  "services/gateway/test/routines-crash.test.ts",
   "services/relay/test/relay-cli.test.ts",
   "services/relay/test/relay-grpc-fuzz.test.ts",
   "scripts/test/docker-engine.test.ts",

@@ -1,36 +1,105 @@
 // NATS JetStream as the peer baseline for the room-log benchmarks: a real
-// nats-server started here on 127.0.0.1 with file storage, measured in the same run as our code.
+// nats-server started here on 127.0.0.1 with file storage (one server, or a 3-server cluster for
+// R3 streams), measured in the same run as our code.
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
+import { freePort } from "./processes.mjs";
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
+const HOW_TO_GET =
+  "install Debian's nats-server (as root: apt-get install --no-install-recommends nats-server), or put nats-server 2.9+ on PATH";
 
-/** Finds nats-server, installing Debian's package when running as root on Debian. */
+/** Finds nats-server, installing Debian's package when running as root on Debian; else says how to get it. */
 export function ensureNatsServer() {
   try {
     return execFileSync("sh", ["-c", "command -v nats-server"], { encoding: "utf8" }).trim();
   } catch {
     if (process.getuid?.() === 0) {
-      console.error("bench: installing nats-server (apt-get install -y nats-server)");
-      execFileSync("apt-get", ["install", "-y", "--no-install-recommends", "nats-server"], { stdio: "ignore" });
+      console.error("bench: nats-server is missing: installing Debian's package (apt-get install -y --no-install-recommends nats-server)");
+      try {
+        execFileSync("apt-get", ["install", "-y", "--no-install-recommends", "nats-server"], { stdio: "ignore" });
+      } catch {
+        execFileSync("apt-get", ["update"], { stdio: "ignore" });
+        execFileSync("apt-get", ["install", "-y", "--no-install-recommends", "nats-server"], { stdio: "ignore" });
+      }
       return execFileSync("sh", ["-c", "command -v nats-server"], { encoding: "utf8" }).trim();
     }
-    throw new Error("nats-server is needed for the JetStream baseline: apt-get install nats-server");
+    throw new Error(`nats-server is needed for the JetStream baseline: ${HOW_TO_GET}`);
   }
+}
+
+async function connectWithin(servers, ms = 10_000) {
+  const deadline = performance.now() + ms;
+  for (;;) {
+    try {
+      return await connect({ servers });
+    } catch (err) {
+      if (performance.now() > deadline) throw new Error(`nats-server did not start: ${err.message}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
+/**
+ * `size` JetStream servers clustered on 127.0.0.1 (file storage, one store folder each), connected
+ * to all of them. Resolves once the cluster has a JetStream meta leader (a stream can be created).
+ */
+export async function startNatsCluster(size = 3) {
+  const bin = ensureNatsServer();
+  const ports = [];
+  for (let i = 0; i < size; i++) ports.push({ client: await freePort(), cluster: await freePort() });
+  const routes = ports.map((p) => `nats://127.0.0.1:${p.cluster}`).join(",");
+  const servers = ports.map((p, i) => {
+    const dir = mkdtempSync(join(tmpdir(), `bench-nats-r${size}-${i}-`));
+    const child = spawn(
+      bin,
+      [
+        "-js",
+        "-a",
+        "127.0.0.1",
+        "-p",
+        String(p.client),
+        "-sd",
+        dir,
+        "-n",
+        `bench-${i}`,
+        "--cluster_name",
+        "bench",
+        "--cluster",
+        `nats://127.0.0.1:${p.cluster}`,
+        "--routes",
+        routes,
+      ],
+      { stdio: ["ignore", "ignore", "pipe"] },
+    );
+    const exited = new Promise((r) => child.once("exit", r));
+    return { child, dir, exited };
+  });
+  const nc = await connectWithin(ports.map((p) => `127.0.0.1:${p.client}`));
+  const jsm = await jetstreamManager(nc, { checkAPI: false });
+  const deadline = performance.now() + 30_000;
+  for (;;) {
+    try {
+      await jsm.getAccountInfo();
+      break;
+    } catch (err) {
+      if (performance.now() > deadline) throw new Error(`the nats-server cluster has no JetStream leader: ${err.message}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  return {
+    nc,
+    pids: servers.map((s) => s.child.pid),
+    async stop() {
+      await nc.close();
+      for (const s of servers) s.child.kill("SIGTERM");
+      await Promise.all(servers.map((s) => s.exited));
+      for (const s of servers) rmSync(s.dir, { recursive: true, force: true });
+    },
+  };
 }
 
 export async function startNats() {
@@ -38,16 +107,7 @@ export async function startNats() {
   const dir = mkdtempSync(join(tmpdir(), "bench-nats-"));
   const port = await freePort();
   const child = spawn(bin, ["-js", "-a", "127.0.0.1", "-p", String(port), "-sd", dir], { stdio: ["ignore", "ignore", "pipe"] });
-  let nc;
-  for (let i = 0; i < 100; i++) {
-    try {
-      nc = await connect({ servers: `127.0.0.1:${port}` });
-      break;
-    } catch {
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-  if (!nc) throw new Error("nats-server did not start");
+  const nc = await connectWithin(`127.0.0.1:${port}`);
   return {
     nc,
     pid: child.pid,

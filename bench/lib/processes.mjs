@@ -3,6 +3,7 @@
 // print a JSON result line, and the CPU time a process has used so far (from /proc).
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -14,6 +15,18 @@ export const READY = "BENCH-READY ";
 
 /** Linux clock ticks per second for /proc/<pid>/stat (USER_HZ, 100 on every mainstream kernel). */
 const TICKS_PER_SECOND = 100;
+
+/** A TCP port free on 127.0.0.1 right now (for servers that cannot be told to take port 0). */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
 
 /** User + system CPU milliseconds a process has used so far, or NaN when /proc is not readable. */
 export function processCpuMs(pid) {
@@ -44,11 +57,24 @@ function tail(text, n = 2000) {
 
 /**
  * `hermes --home HOME gateway start` on ephemeral loopback ports, logs silenced. Resolves once the
- * ready line is printed, with its gRPC URL, HTTP base URL, pid and `stop()` (SIGTERM, SIGKILL after 10 s).
- * `nodeArgs` go to node itself (e.g. `--cpu-prof` to see where a gateway spends its time).
+ * ready line is printed, with its gRPC URL, HTTP base URL, pid, `stop()` (SIGTERM, SIGKILL after 10 s) and
+ * `kill9()`. `nodeArgs` go to node itself (e.g. `--cpu-prof` to see where a gateway spends its time),
+ * `args` to `gateway start` (e.g. `--coordinator etcd://…`).
  */
-export function startGateway({ home, id, key, env = {}, nodeArgs = [] }) {
-  const args = [...nodeArgs, HERMES_BIN, "--home", home, "gateway", "start", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"];
+export function startGateway({ home, id, key, env = {}, nodeArgs = [], args: extraArgs = [] }) {
+  const args = [
+    ...nodeArgs,
+    HERMES_BIN,
+    "--home",
+    home,
+    "gateway",
+    "start",
+    "--grpc",
+    "127.0.0.1:0",
+    "--http",
+    "127.0.0.1:0",
+    ...extraArgs,
+  ];
   if (id) args.push("--id", id);
   const child = spawn(process.execPath, args, {
     env: { ...process.env, HERMES_LOG_LEVEL: "silent", API_SERVER_KEY: key, ...env },
@@ -80,6 +106,11 @@ export function startGateway({ home, id, key, env = {}, nodeArgs = [] }) {
           const result = await exited;
           clearTimeout(killer);
           return result;
+        },
+        /** kill -9, like a machine dying; resolves once the process is gone. */
+        async kill9() {
+          if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+          return exited;
         },
       });
     };

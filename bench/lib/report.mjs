@@ -24,3 +24,11 @@ export function header(title) {
 export function machine() {
   return `node ${process.version}, ${process.platform}/${process.arch}`;
 }
+
+/** The median of the finite values (NaN when there are none). */
+export function median(xs) {
+  const s = xs.filter(Number.isFinite).sort((a, b) => a - b);
+  if (s.length === 0) return Number.NaN;
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}

@@ -39,6 +39,7 @@ const one = (kind: string, name: string): Obj => {
   return found;
 };
 const workloads = () => [...of("StatefulSet"), ...of("Deployment")];
+const hermesDaemons = () => workloads().filter((w) => w.metadata.name !== "hermes-etcd");
 const containersOf = (w: Obj): Obj[] => w.spec.template.spec.containers;
 const matches = (selector: Record<string, string>, labels: Record<string, string> = {}) =>
   Object.entries(selector).every(([k, v]) => labels[k] === v);
@@ -115,8 +116,8 @@ describe("Kubernetes manifests: operational rules", () => {
     expect(one("PersistentVolumeClaim", claim).spec.accessModes).toEqual(["ReadWriteOnce"]);
   });
 
-  it("every container probes /livez, /readyz and the gRPC health service", () => {
-    for (const w of workloads()) {
+  it("every Hermes daemon probes /livez, /readyz and the gRPC health service", () => {
+    for (const w of hermesDaemons()) {
       for (const c of containersOf(w)) {
         const grpcPort = c.ports.find((p: Obj) => p.name === "grpc").containerPort;
         expect(c.livenessProbe.httpGet.path, `${w.metadata.name}`).toBe("/livez");
@@ -193,5 +194,90 @@ describe("Kubernetes manifests: operational rules", () => {
       ).toBe(true);
     }
     expect(of("NetworkPolicy").some((np) => Object.keys(np.spec.podSelector).length === 0)).toBe(true); // default deny
+  });
+});
+
+/** Does `policy` (of the pods it selects) let traffic to/from pods with `peerLabels` on `port`, in `direction`? */
+function policyAllows(policy: Obj, direction: "ingress" | "egress", peerLabels: Record<string, string>, port: number): boolean {
+  const side = direction === "ingress" ? "from" : "to";
+  return (policy.spec[direction] ?? []).some((rule: Obj) => {
+    const peers: Obj[] | undefined = rule[side];
+    const peerOk =
+      !peers || peers.some((p) => !p.namespaceSelector && p.podSelector && matches(p.podSelector.matchLabels ?? {}, peerLabels));
+    const portOk = !rule.ports || rule.ports.some((p: Obj) => p.port === port);
+    return peerOk && portOk;
+  });
+}
+
+describe("Kubernetes manifests: the coordinated mesh (etcd)", () => {
+  const etcd = one("StatefulSet", "hermes-etcd");
+  const gateway = one("StatefulSet", "hermes-gateway");
+  const etcdContainer = containersOf(etcd)[0] as Obj;
+  const gatewayContainer = containersOf(gateway)[0] as Obj;
+  const arg = (name: string) => (etcdContainer.args as string[]).find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  const envOf = (c: Obj, name: string): Obj | undefined => c.env.find((e: Obj) => e.name === name);
+  const portOf = (c: Obj, name: string): number => c.ports.find((p: Obj) => p.name === name).containerPort;
+  const members = Array.from({ length: etcd.spec.replicas }, (_, i) => `${etcd.metadata.name}-${i}.${etcd.spec.serviceName}`);
+
+  it("etcd is a 3-member StatefulSet started in parallel, one volume each, behind a headless Service that publishes not-ready members", () => {
+    expect(etcd.spec.replicas).toBe(3);
+    expect(etcd.spec.podManagementPolicy).toBe("Parallel");
+    expect(etcd.spec.volumeClaimTemplates).toHaveLength(1);
+    expect(etcd.spec.volumeClaimTemplates[0].spec.accessModes).toEqual(["ReadWriteOnce"]);
+    expect(etcdContainer.volumeMounts).toContainEqual({ name: etcd.spec.volumeClaimTemplates[0].metadata.name, mountPath: "/data" });
+    expect(arg("data-dir")).toMatch(/^\/data\//);
+    const svc = one("Service", etcd.spec.serviceName);
+    expect(svc.spec.clusterIP).toBe("None");
+    expect(svc.spec.publishNotReadyAddresses).toBe(true);
+    expect(one("PodDisruptionBudget", "hermes-etcd").spec.maxUnavailable).toBe(1);
+  });
+
+  it("every member is named after its pod, advertises its stable name, and the initial cluster lists exactly the StatefulSet's pods", () => {
+    expect(envOf(etcdContainer, "POD_NAME")?.valueFrom.fieldRef.fieldPath).toBe("metadata.name");
+    expect(arg("name")).toBe("$(POD_NAME)");
+    const peer = portOf(etcdContainer, "peer");
+    const client = portOf(etcdContainer, "client");
+    expect(arg("initial-advertise-peer-urls")).toBe(`http://$(POD_NAME).${etcd.spec.serviceName}:${peer}`);
+    expect(arg("advertise-client-urls")).toBe(`http://$(POD_NAME).${etcd.spec.serviceName}:${client}`);
+    const initial = (arg("initial-cluster") ?? "").split(",");
+    expect(initial).toEqual(members.map((m) => `${m.split(".")[0]}=http://${m}:${peer}`));
+    expect(arg("initial-cluster-state")).toBe("new");
+  });
+
+  it("etcd's liveness does not depend on the quorum; readiness does", () => {
+    const metricsPort = etcdContainer.ports.find((p: Obj) => p.name === "metrics");
+    expect(arg("listen-metrics-urls")).toBe(`http://0.0.0.0:${metricsPort.containerPort}`);
+    // /health answers 503 without a leader: restarting members would never bring a majority back.
+    expect(etcdContainer.livenessProbe.httpGet.path).not.toBe("/health");
+    expect(etcdContainer.startupProbe.httpGet.path).not.toBe("/health");
+    expect(etcdContainer.readinessProbe.httpGet.path).toBe("/health");
+  });
+
+  it("the gateways name every etcd member, advertise their stable names and take the mesh key from a Secret", () => {
+    const client = portOf(etcdContainer, "client");
+    expect(envOf(gatewayContainer, "HERMES_COORDINATOR")?.value).toBe(`etcd://${members.map((m) => `${m}:${client}`).join(",")}`);
+    const names = (gatewayContainer.env as Obj[]).map((e) => e.name);
+    // $(POD_NAME) is expanded only from variables defined before it.
+    expect(names.indexOf("POD_NAME")).toBeLessThan(names.indexOf("HERMES_ADVERTISE_URL"));
+    expect(envOf(gatewayContainer, "HERMES_ADVERTISE_URL")?.value).toBe(
+      `grpc://$(POD_NAME).${gateway.spec.serviceName}:${portOf(gatewayContainer, "grpc")}`,
+    );
+    expect(envOf(gatewayContainer, "HERMES_MESH_KEY")?.valueFrom.secretKeyRef).toEqual({ name: "hermes-keys", key: "mesh-key" });
+    const example = docs.find((d) => d.file === "secrets.example.yaml" && d.obj.metadata && (d.obj.metadata as Obj).name === "hermes-keys");
+    if (!example) throw new Error("secrets.example.yaml has no hermes-keys Secret");
+    expect(Object.keys((example.obj as Obj).stringData)).toContain("mesh-key");
+  });
+
+  it("the network policies open exactly the coordinator's paths", () => {
+    const policy = (name: string) => one("NetworkPolicy", name);
+    const labels = (w: Obj) => w.spec.template.metadata.labels as Record<string, string>;
+    const relay = one("Deployment", "hermes-relay");
+    const path = (from: Obj, fromPolicy: string, to: Obj, toPolicy: string, port: number) =>
+      policyAllows(policy(fromPolicy), "egress", labels(to), port) && policyAllows(policy(toPolicy), "ingress", labels(from), port);
+    expect(path(gateway, "hermes-gateway", etcd, "hermes-etcd", 2379)).toBe(true);
+    expect(path(etcd, "hermes-etcd", etcd, "hermes-etcd", 2380)).toBe(true);
+    expect(path(gateway, "hermes-gateway", gateway, "hermes-gateway", 7440)).toBe(true);
+    expect(path(gateway, "hermes-gateway", etcd, "hermes-etcd", 2380)).toBe(false);
+    expect(path(relay, "hermes-relay", etcd, "hermes-etcd", 2379)).toBe(false);
   });
 });

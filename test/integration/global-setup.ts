@@ -1,7 +1,7 @@
 // Global setup of the vitest "integration" project:
 //   1. make sure a Docker engine answers (scripts/ensure-docker.sh installs/starts dockerd on Debian as root);
 //   2. sweep resources left by earlier runs that died (owner process gone);
-//   3. build the offline images (infra/image/build-images.mjs; cached by input hash, ~2 s when unchanged);
+//   3. build the offline images, app and etcd (infra/image/build-images.mjs; cached by input hash, ~2 s when unchanged);
 //   4. find out whether the image runs the real `hermes` CLI;
 //   5. hand the run context to the test files (inject("hermesIntegration")).
 // Teardown removes everything this run created, even what a crashed test file left behind.
@@ -22,6 +22,9 @@ interface BuildResult {
   baseImage: string;
   appImage: string;
   appBuilt: boolean;
+  etcdImage: string;
+  etcdBuilt: boolean;
+  etcdVersion: string;
   cliEntry: boolean;
   problems: string[];
   timings: Record<string, number>;
@@ -62,10 +65,18 @@ export default function setup(project: TestProject) {
   const runId = randomBytes(3).toString("hex");
   const logDir = join(tmpdir(), "hermes-it", runId);
   mkdirSync(logDir, { recursive: true });
-  const run: IntegrationRun = { runId, owner, baseImage: images.baseImage, appImage: images.appImage, realCli, logDir };
+  const run: IntegrationRun = {
+    runId,
+    owner,
+    baseImage: images.baseImage,
+    appImage: images.appImage,
+    etcdImage: images.etcdImage,
+    realCli,
+    logDir,
+  };
   project.provide("hermesIntegration", run);
   say(
-    `run ${runId}: ${images.appImage} (${images.appBuilt ? "rebuilt" : "cached"}), real CLI ${realCli ? "yes" : "no"}, setup ${Date.now() - started} ms, container logs in ${logDir}`,
+    `run ${runId}: ${images.appImage} (${images.appBuilt ? "rebuilt" : "cached"}), ${images.etcdImage} (etcd ${images.etcdVersion}, ${images.etcdBuilt ? "rebuilt" : "cached"}), real CLI ${realCli ? "yes" : "no"}, setup ${Date.now() - started} ms, container logs in ${logDir}`,
   );
 
   return () => {

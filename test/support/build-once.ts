@@ -1,9 +1,11 @@
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import buildConsole from "./build-console.js";
 
 /**
  * Vitest global setup: tests that start real `hermes` processes run the built code, so build it
- * (incremental `tsc -b`, about a second when nothing changed) once before any test file runs.
+ * (incremental `tsc -b`, about a second when nothing changed, and the console when its sources
+ * changed) once before any test file runs.
  */
 export default function setup(): void {
   const root = fileURLToPath(new URL("../..", import.meta.url));
@@ -15,4 +17,5 @@ export default function setup(): void {
       stdio: "inherit",
     },
   );
+  buildConsole();
 }

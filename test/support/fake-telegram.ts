@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from "node:http";
 import type { AddressInfo } from "node:net";
 import { eventually } from "./eventually.js";
 
@@ -455,12 +455,14 @@ export class FakeTelegram {
         apiError(res, 429, `Too Many Requests: retry after ${failure.retry_after}`, { retry_after: failure.retry_after });
         return;
       case "server_error":
-        apiError(res, failure.status ?? 502, failure.status === 500 ? "Internal Server Error" : "Bad Gateway");
+        apiError(res, failure.status ?? 502, STATUS_CODES[failure.status ?? 502] ?? "Server Error");
         return;
-      case "server_error_html":
-        res.writeHead(failure.status ?? 502, { "content-type": "text/html" });
-        res.end("<html><head><title>502 Bad Gateway</title></head><body><center>nginx</center></body></html>");
+      case "server_error_html": {
+        const status = failure.status ?? 502;
+        res.writeHead(status, { "content-type": "text/html" });
+        res.end(`<html><head><title>${status} ${STATUS_CODES[status] ?? ""}</title></head><body><center>nginx</center></body></html>`);
         return;
+      }
       case "drop":
         req.socket.destroy();
         return;

@@ -77,40 +77,83 @@ function lineDiff(expected: string, actual: string): string {
   return out.join("\n");
 }
 
+/** One file's run: each case's output is compared as it comes; `finish` rewrites (REWRITE=1) or returns the mismatches. */
+class ScenarioFileRun {
+  readonly text: string;
+  readonly cases: ScenarioCase[];
+  private readonly actual: string[] = [];
+  private readonly failures: string[] = [];
+
+  constructor(private readonly path: string) {
+    this.text = readFileSync(path, "utf8");
+    this.cases = parseScenario(this.text);
+  }
+
+  /** Records a case's output; false when broken invariants stop the run. */
+  record(scenarioCase: ScenarioCase, output: string, broken: string[]): boolean {
+    this.actual.push(output);
+    if (broken.length > 0) {
+      this.failures.push(
+        `${this.path}:${scenarioCase.line}: invariants broken after "${scenarioCase.directive}":\n  ${broken.join("\n  ")}`,
+      );
+      return false;
+    }
+    if (output !== scenarioCase.expected)
+      this.failures.push(`${this.path}:${scenarioCase.line}: ${scenarioCase.directive}\n${lineDiff(scenarioCase.expected, output)}`);
+    return true;
+  }
+
+  finish(): string[] {
+    const { cases, actual } = this;
+    if (process.env.REWRITE === "1" && actual.length === cases.length) {
+      const lines = this.text.split("\n");
+      for (let k = cases.length - 1; k >= 0; k--) {
+        const [start, end] = cases[k]!.expectedLines;
+        lines.splice(start, end - start, ...(actual[k] === "" ? [] : actual[k]!.split("\n")));
+      }
+      writeFileSync(this.path, lines.join("\n"));
+      return [];
+    }
+    return this.failures;
+  }
+}
+
+const errorOutput = (err: unknown) => `error: ${err instanceof Error ? err.message : String(err)}`;
+
 /**
  * Runs every directive of the file through `run` (a thrown error prints as `error: …`) and returns
  * one message per mismatch; `check` (optional) returns broken invariants after each step, which stop
  * the run. With REWRITE=1 the file is rewritten with the actual outputs and no mismatch is returned.
  */
 export function checkScenarioFile(path: string, run: (directive: ScenarioDirective) => string, check: () => string[] = () => []): string[] {
-  const text = readFileSync(path, "utf8");
-  const cases = parseScenario(text);
-  const actual: string[] = [];
-  const failures: string[] = [];
-  for (const scenarioCase of cases) {
+  const file = new ScenarioFileRun(path);
+  for (const scenarioCase of file.cases) {
     let output: string;
     try {
       output = run(splitDirective(scenarioCase.directive));
     } catch (err) {
-      output = `error: ${err instanceof Error ? err.message : String(err)}`;
+      output = errorOutput(err);
     }
-    actual.push(output);
-    const broken = check();
-    if (broken.length > 0) {
-      failures.push(`${path}:${scenarioCase.line}: invariants broken after "${scenarioCase.directive}":\n  ${broken.join("\n  ")}`);
-      break;
-    }
-    if (output !== scenarioCase.expected)
-      failures.push(`${path}:${scenarioCase.line}: ${scenarioCase.directive}\n${lineDiff(scenarioCase.expected, output)}`);
+    if (!file.record(scenarioCase, output, check())) break;
   }
-  if (process.env.REWRITE === "1" && actual.length === cases.length) {
-    const lines = text.split("\n");
-    for (let k = cases.length - 1; k >= 0; k--) {
-      const [start, end] = cases[k]!.expectedLines;
-      lines.splice(start, end - start, ...(actual[k] === "" ? [] : actual[k]!.split("\n")));
+  return file.finish();
+}
+
+/** `checkScenarioFile` for a world whose directives complete asynchronously (real I/O, timers, commits). */
+export async function checkScenarioFileAsync(
+  path: string,
+  run: (directive: ScenarioDirective) => Promise<string>,
+  check: () => string[] = () => [],
+): Promise<string[]> {
+  const file = new ScenarioFileRun(path);
+  for (const scenarioCase of file.cases) {
+    let output: string;
+    try {
+      output = await run(splitDirective(scenarioCase.directive));
+    } catch (err) {
+      output = errorOutput(err);
     }
-    writeFileSync(path, lines.join("\n"));
-    return [];
+    if (!file.record(scenarioCase, output, check())) break;
   }
-  return failures;
+  return file.finish();
 }

@@ -1,12 +1,16 @@
 import { Command, CommanderError, Option } from "commander";
 import { registerChatCommand } from "./commands/chat.js";
+import { registerCronCommands } from "./commands/cron.js";
 import { registerDeliveriesCommands } from "./commands/deliveries.js";
 import { registerGatewayCommands } from "./commands/gateway.js";
 import { registerGroupsCommands } from "./commands/groups.js";
 import { registerMessageCommand } from "./commands/message.js";
+import { registerOpsCommands } from "./commands/ops.js";
 import { registerPeerCommands } from "./commands/peer.js";
+import { registerPlatformsCommands } from "./commands/platforms.js";
 import { registerProfileCommands } from "./commands/profile.js";
 import { registerRelayCommands } from "./commands/relay.js";
+import { registerSectionsCommands } from "./commands/sections.js";
 import { registerUpCommand } from "./commands/up.js";
 import { CliContext, type GlobalOptions } from "./context.js";
 import { reportError } from "./output.js";
@@ -20,7 +24,8 @@ Exit codes (every command):
      answer in time, a turn or delivery that failed, a peer with no key configured or one that
      refuses the key we hold for it (fix the peer or its stored key, or retry)
   2  usage error or refusal: bad arguments, an invalid config, a request the gateway refused
-     (no or a wrong --key, a name in use, a missing --confirm); the message says what to do`;
+     (no or a wrong --key, a name in use, a missing --confirm); the message says what to do
+  hermes check exits as a monitoring plugin: 0 ok, 1 warning, 2 critical, 3 unknown`;
 
 // biome-ignore lint/suspicious/noExplicitAny: commander passes positional arguments untyped
 type Action = (ctx: CliContext, ...args: any[]) => Promise<void>;
@@ -61,13 +66,17 @@ export function buildProgram(exit: { code: number }): Command {
   const run = runner(exit);
   registerGatewayCommands(program, run);
   registerProfileCommands(program, run);
+  registerSectionsCommands(program, run);
+  registerCronCommands(program, run);
   registerChatCommand(program, run);
   registerGroupsCommands(program, run);
   registerRelayCommands(program, run);
   registerMessageCommand(program, run);
   registerDeliveriesCommands(program, run);
   registerPeerCommands(program, run);
+  registerPlatformsCommands(program, run);
   registerUpCommand(program, run);
+  registerOpsCommands(program, run, exit);
   return program;
 }
 
@@ -80,12 +89,27 @@ export async function main(argv: string[]): Promise<number> {
     await program.parseAsync(argv);
   } catch (err) {
     if (err instanceof CommanderError) {
-      // --help, --version and `help CMD` exit 0; help shown because a subcommand is missing is a usage error.
-      return err.exitCode === 0 ? 0 : 2;
+      // --help, --version and `help CMD` exit 0; help shown because a subcommand is missing is a usage error
+      // (for `hermes check`, a monitoring plugin, that is UNKNOWN: 3).
+      return err.exitCode === 0 ? 0 : commandName(argv) === "check" ? 3 : 2;
     }
     throw err;
   }
   return exit.code;
+}
+
+/** Options of the program that take a value (their value is not the command's name). */
+const GLOBAL_VALUE_OPTIONS = new Set(["--home", "--gateway", "--key", "-p", "--profile"]);
+
+/** The command a command line names (its first word that is neither an option nor an option's value). */
+function commandName(argv: string[]): string | undefined {
+  const words = argv.slice(2);
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i]!;
+    if (GLOBAL_VALUE_OPTIONS.has(w)) i++;
+    else if (!w.startsWith("-")) return w;
+  }
+  return undefined;
 }
 
 function allCommands(c: Command): Command[] {

@@ -1,5 +1,14 @@
 import { HermesError, systemClock } from "@hermes/common/client";
 import {
+  type AddRoutineRequest,
+  BotModeServiceClient,
+  type DeleteSectionReply,
+  type RemoveRoutineReply,
+  type Routine,
+  type RoutineRun,
+  type SectionInfo,
+} from "@hermes/proto/hermes/v1/botmode";
+import {
   ControlServiceClient,
   GatewayServiceClient,
   type IdentityMigration,
@@ -28,6 +37,27 @@ export interface ProfilesBackend {
   rename(oldName: string, newName: string): Promise<RenameProfileReply>;
   migrateIdentity(oldName: string, newName: string): Promise<IdentityMigration>;
   remove(name: string): Promise<{ name: string; purged: Record<string, number>; tombstone: string }>;
+  /** Bot Mode metadata and title/description, as a JSON Merge Patch (`profiles.update`). */
+  update(name: string, patch: Record<string, unknown>): Promise<Profile>;
+  close(): void;
+}
+
+/** Sections and routines (BotModeService), through the live gateway or directly on HERMES_HOME. */
+export interface BotModeBackend {
+  readonly live: boolean;
+  sections(): Promise<SectionInfo[]>;
+  createSection(name: string, index: number | undefined): Promise<SectionInfo>;
+  renameSection(section: string, name: string): Promise<SectionInfo>;
+  moveSection(section: string, index: number): Promise<SectionInfo[]>;
+  reorderSections(order: string[]): Promise<SectionInfo[]>;
+  deleteSection(section: string): Promise<DeleteSectionReply>;
+  addRoutine(request: AddRoutineRequest): Promise<Routine>;
+  routines(profile: string): Promise<Routine[]>;
+  pauseRoutine(job: string): Promise<Routine>;
+  resumeRoutine(job: string): Promise<Routine>;
+  removeRoutine(job: string): Promise<RemoveRoutineReply>;
+  runRoutineNow(job: string): Promise<RoutineRun>;
+  routineRuns(job: string, limit: number): Promise<RoutineRun[]>;
   close(): void;
 }
 
@@ -59,29 +89,51 @@ function remoteBackend(ctx: CliContext): ProfilesBackend {
       return ctx.call(control, control.migrateProfileIdentity, { old_name, new_name });
     },
     remove: (name) => ctx.call(gw, gw.deleteProfile, { name }),
+    update: (name, patch) => ctx.call(gw, gw.updateProfile, { name, patch_json: JSON.stringify(patch) }),
     close: () => ctx.close(),
   };
 }
 
-/** Loaded only when no gateway holds the store: the gateway package is most of the CLI's start-up cost. */
-async function directBackend(ctx: CliContext): Promise<ProfilesBackend> {
-  const { directRouting, openGatewayDb, ProfileDatabases, ProfileService, SessionService } = await import("@hermes/gateway");
+function remoteBotMode(ctx: CliContext): BotModeBackend {
+  const bm = ctx.client(BotModeServiceClient);
+  return {
+    live: true,
+    sections: async () => (await ctx.call(bm, bm.listSections, {})).sections,
+    createSection: (name, index) => ctx.call(bm, bm.createSection, { name, index }),
+    renameSection: (section, name) => ctx.call(bm, bm.renameSection, { section, name }),
+    moveSection: async (section, index) => (await ctx.call(bm, bm.moveSection, { section, index })).sections,
+    reorderSections: async (order) => (await ctx.call(bm, bm.reorderSections, { order })).sections,
+    deleteSection: (section) => ctx.call(bm, bm.deleteSection, { section }),
+    addRoutine: (request) => ctx.call(bm, bm.addRoutine, request),
+    routines: async (profile) => (await ctx.call(bm, bm.listRoutines, { profile })).routines,
+    pauseRoutine: (job) => ctx.call(bm, bm.pauseRoutine, { job }),
+    resumeRoutine: (job) => ctx.call(bm, bm.resumeRoutine, { job }),
+    removeRoutine: (job) => ctx.call(bm, bm.removeRoutine, { job }),
+    runRoutineNow: (job) => ctx.call(bm, bm.runRoutineNow, { job }),
+    routineRuns: async (job, limit) => (await ctx.call(bm, bm.listRoutineRuns, { job, limit })).runs,
+    close: () => ctx.close(),
+  };
+}
+
+/**
+ * The services on HERMES_HOME itself, for when no gateway holds the store. Loaded only then: the
+ * gateway package is most of the CLI's start-up cost.
+ */
+async function openDirect(ctx: CliContext) {
+  const gateway = await import("@hermes/gateway");
+  const { directRouting, openGatewayDb, ProfileDatabases, ProfileService, SessionService } = gateway;
   ctx.home.ensureRoot();
   const db = openGatewayDb(ctx.home, Number(process.env.HERMES_DB_BUSY_TIMEOUT_MS ?? 5000));
   const profileDbs = new ProfileDatabases(ctx.home, db);
   const routing = directRouting(db);
   const sessions = new SessionService(db, routing, systemClock);
-  const service = new ProfileService(ctx.home, db, profileDbs, sessions, routing, systemClock);
-  service.ensureDefault();
-  const run = async <T>(fn: () => T): Promise<T> => fn();
+  const profiles = new ProfileService(ctx.home, db, profileDbs, sessions, routing, systemClock);
+  profiles.ensureDefault();
   return {
-    live: false,
-    list: () => run(() => service.list()),
-    show: (name) => run(() => service.show(name)),
-    create: (name, o) => run(() => service.create(name, o)),
-    rename: (o, n) => run(() => service.rename(o, n)),
-    migrateIdentity: (o, n) => run(() => service.migrateIdentity(o, n)),
-    remove: (name) => run(() => service.delete(name)),
+    gateway,
+    db,
+    profiles,
+    metadata: new gateway.BotMetadata(ctx.home, profiles),
     close: () => {
       profileDbs.closeAll();
       db.close();
@@ -89,6 +141,64 @@ async function directBackend(ctx: CliContext): Promise<ProfilesBackend> {
   };
 }
 
+const run = async <T>(fn: () => T): Promise<T> => fn();
+
+async function directBackend(ctx: CliContext): Promise<ProfilesBackend> {
+  const { gateway, profiles, metadata, close } = await openDirect(ctx);
+  const { toWireProfile } = gateway;
+  return {
+    live: false,
+    list: () => run(() => profiles.list().map(toWireProfile)),
+    show: (name) => run(() => toWireProfile(profiles.show(name))),
+    create: (name, o) => run(() => toWireProfile(profiles.create(name, o))),
+    rename: (o, n) =>
+      run(() => {
+        const r = profiles.rename(o, n);
+        return { ...r, profile: toWireProfile(r.profile) };
+      }),
+    migrateIdentity: (o, n) => run(() => profiles.migrateIdentity(o, n)),
+    remove: (name) => run(() => profiles.delete(name)),
+    update: (name, patch) => run(() => toWireProfile(metadata.update(name, patch))),
+    close,
+  };
+}
+
+/** Sections and routines edited in place; a routine added here is scheduled at the next gateway start. */
+async function directBotMode(ctx: CliContext): Promise<BotModeBackend> {
+  const { gateway, db, profiles, metadata, close } = await openDirect(ctx);
+  const { toWireRoutine, toWireRun } = gateway;
+  const routines = new gateway.RoutineService({
+    store: new gateway.RoutinesStore(db),
+    profiles,
+    clock: systemClock,
+    // Warnings only, on stderr: stdout is the command's output.
+    logger: (await import("@hermes/common")).createLogger("hermes", "warn", process.stderr),
+    timeZone: gateway.localTimeZone(),
+  });
+  return {
+    live: false,
+    sections: () => run(() => metadata.sections()),
+    createSection: (name, index) => run(() => metadata.createSection(name, index)),
+    renameSection: (section, name) => run(() => metadata.renameSection(section, name)),
+    moveSection: (section, index) => run(() => metadata.moveSection(section, index)),
+    reorderSections: (order) => run(() => metadata.reorderSections(order)),
+    deleteSection: (section) => run(() => metadata.deleteSection(section)),
+    addRoutine: (request) =>
+      run(() => toWireRoutine(routines.add({ ...request, misfire: request.misfire || undefined, grace_seconds: request.grace_seconds }))),
+    routines: (profile) => run(() => routines.list(profile).map(toWireRoutine)),
+    pauseRoutine: (job) => run(() => toWireRoutine(routines.pause(job))),
+    resumeRoutine: (job) => run(() => toWireRoutine(routines.resume(job))),
+    removeRoutine: (job) => run(() => routines.remove(job)),
+    runRoutineNow: (job) => run(() => toWireRun(routines.runNow(job))),
+    routineRuns: (job, limit) => run(() => routines.runs(job, limit).map(toWireRun)),
+    close,
+  };
+}
+
 export async function profilesBackend(ctx: CliContext): Promise<ProfilesBackend> {
   return (await ctx.gatewayIsLive()) ? remoteBackend(ctx) : directBackend(ctx);
+}
+
+export async function botModeBackend(ctx: CliContext): Promise<BotModeBackend> {
+  return (await ctx.gatewayIsLive()) ? remoteBotMode(ctx) : directBotMode(ctx);
 }

@@ -135,9 +135,9 @@ describe.concurrent("create, list, show", () => {
     const list = await hermes(["profile", "list"], { home });
     expect(list.code).toBe(0);
     const lines = list.stdout.trim().split("\n");
-    expect(lines[0]).toMatch(/^NAME\s+DISPLAY NAME\s+TITLE\s+MODEL\s+PROVIDER$/);
+    expect(lines[0]).toMatch(/^NAME\s+DISPLAY NAME\s+TITLE\s+MODEL\s+PROVIDER\s+SECTION\s+HIDDEN$/);
     expect(lines.slice(1).map((l) => l.split(/\s+/)[0])).toEqual(["default", "alice", "bob"]);
-    expect(lines.find((l) => l.startsWith("alice"))).toMatch(/^alice\s+alice\s+Researcher\s+m-large\s+local$/);
+    expect(lines.find((l) => l.startsWith("alice"))).toMatch(/^alice\s+alice\s+Researcher\s+m-large\s+local\s+-\s+-$/);
 
     const json = await hermes(["--json", "profile", "list"], { home });
     expect(json.code).toBe(0);

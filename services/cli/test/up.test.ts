@@ -139,6 +139,24 @@ describe("hermes up", () => {
       "--home mesh/gw-1 profile set alice --provider openai --base-url http://127.0.0.1:11434/v1 --model llama3.2".split(" "),
     );
     expect(out).toMatch(/room lobby: authority gw-1@1, replicas following on gw-2, gw-3/);
+    // Each gateway's web console, with a one-time login link that logs in once.
+    for (const gw of ["gw-1", "gw-2", "gw-3"]) {
+      expect(out).toMatch(
+        new RegExp(`^  ${gw}: http://127\\.0\\.0\\.1:(\\d+)/    login: http://127\\.0\\.0\\.1:\\1/login\\?token=[\\w-]{43}$`, "m"),
+      );
+    }
+    const link = new URL(/^ {2}gw-2: \S+ {4}login: (\S+)$/m.exec(out)![1]!);
+    const logIn = () =>
+      fetch(new URL("/login", link), {
+        method: "POST",
+        redirect: "manual",
+        headers: { origin: link.origin, "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ token: link.searchParams.get("token")! }),
+      });
+    const first = await logIn();
+    expect(first.status).toBe(303);
+    expect(first.headers.get("set-cookie")).toMatch(/^hermes_console_gw-2=/);
+    expect((await logIn()).status).toBe(401);
     expect(readdirSync(join(workDir, "mesh")).sort()).toEqual(["demo.json", "gw-1", "gw-2", "gw-3", "logs", "relay", "up.json"]);
 
     const commands = printedCommands(out);

@@ -7,6 +7,7 @@ export * from "./core/keys.js";
 export * from "./core/lease.js";
 export * from "./core/quorum.js";
 export * from "./core/registration.js";
+export * from "./core/room-course.js";
 export * from "./core/singleton.js";
 export { checkEndpoints } from "./etcd/client.js";
 export {

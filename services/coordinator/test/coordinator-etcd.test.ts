@@ -138,7 +138,7 @@ describe("authority records", () => {
     const b = await connect(prefix, "gw-b");
     await a.register(registration);
     await b.register(registration);
-    const created = await a.writeAuthority("r1", "0", initialRecord("gw-a", a.requireLease(), 1));
+    const created = await a.writeAuthority("r1", "0", initialRecord("gw-a", a.requireLease(), 1, { replicas: ["gw-b"], min_insync: 1 }));
     expect(created.kind).toBe("written");
     const again = await b.writeAuthority("r1", "0", initialRecord("gw-b", b.requireLease(), 1));
     expect(again).toMatchObject({ kind: "conflict", current: { record: { gateway_id: "gw-a", epoch: 1 } } });
@@ -169,7 +169,9 @@ describe("authority records", () => {
       reason: "refused",
     });
     // Put gw-b into the ISR the way the holder would (by hand here: the holder is a bare child).
-    await raw.put(`${prefix}/rooms/r1/authority`).value(encodeAuthorityRecord({ ...r.record!, isr: ["gw-a", "gw-b"] }));
+    await raw
+      .put(`${prefix}/rooms/r1/authority`)
+      .value(encodeAuthorityRecord({ ...r.record!, isr: ["gw-a", "gw-b"], replicas: ["gw-a", "gw-b"] }));
     expect(await b.claimAuthority("r1", { mode: "automatic", localMaxEpoch: 1 })).toMatchObject({ kind: "refuse", code: "lease_valid" });
     expect(await b.claimAuthority("r1", { mode: "promote_unclean", localMaxEpoch: 1 })).toMatchObject({
       kind: "refuse",
@@ -209,7 +211,16 @@ describe("authority records", () => {
       code: "record_invalid",
     });
     expect((await b.readAuthority("r1")).text).toBe(garbage.text);
-    await raw.put(key).value(encodeAuthorityRecord({ gateway_id: "gw-a", epoch: 1, isr: ["gw-a", "gw-b"], lease: null }));
+    await raw.put(key).value(
+      encodeAuthorityRecord({
+        gateway_id: "gw-a",
+        epoch: 1,
+        isr: ["gw-a", "gw-b"],
+        replicas: ["gw-a", "gw-b"],
+        min_insync: 1,
+        lease: null,
+      }),
+    );
     const lower = await b.readAuthority("r1");
     expect(assessAuthorityRecord({ gateway_id: "gw-a", epoch: 3 }, lower.text)).toMatchObject({
       kind: "refuse",

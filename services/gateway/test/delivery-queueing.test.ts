@@ -42,7 +42,7 @@ describe("queueing behind a running turn", () => {
     fake.failNext("hang"); // the person's turn hangs until the provider timeout (1.5 s)
     const human = t.gateway.chat.turn({ profile: "bob", text: "a long question" }).catch((e: unknown) => e);
     await eventually(() => expect(fake.chatRequests()).toHaveLength(1));
-    const ack = t.gateway.deliveries.send("alice", "bob", "are you free?");
+    const ack = await t.gateway.deliveries.send("alice", "bob", "are you free?");
     // Admitted and waiting, not refused as busy: its attempt has started (it holds a lane slot) and
     // waits in bob's Bot Chat behind the person's turn, still unclaimed.
     await eventually(() => expect(t.gateway.deliveries.ingressLanes.running).toBe(1));
@@ -55,9 +55,9 @@ describe("queueing behind a running turn", () => {
   it("expires mail still queued after its TTL (queued_expired) and tells the sender; later mail still runs", async () => {
     fake.reset();
     fake.failModel("m-bob", "hang");
-    const first = t.gateway.deliveries.send("alice", "bob", "this one hangs");
-    const late = t.gateway.deliveries.send("carol", "bob", "only if quick", { ttl_seconds: 1 });
-    const patient = t.gateway.deliveries.send("dave", "bob", "whenever you can");
+    const first = await t.gateway.deliveries.send("alice", "bob", "this one hangs");
+    const late = await t.gateway.deliveries.send("carol", "bob", "only if quick", { ttl_seconds: 1 });
+    const patient = await t.gateway.deliveries.send("dave", "bob", "whenever you can");
     const expired = await t.gateway.deliveries.wait(late.delivery_id);
     expect(expired).toMatchObject({ state: "expired", reason: "queued_expired", attempts: 0 });
     expect(expired.error).toContain("not picked up within its TTL of 1 s");

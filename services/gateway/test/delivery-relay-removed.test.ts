@@ -34,7 +34,7 @@ describe("relay routes without a relay", () => {
   it("a relay route fails runtime_offline (retried once) while no relay is connected", async () => {
     // The relay's roster knows zed@laptop; laptop takes the delivery and never answers.
     await eventually(() => expect(a.gateway.deliveries.roster("alice").map((e) => e.target)).toContain("zed@laptop"));
-    const ack = a.gateway.deliveries.send("alice", "zed@laptop", "hello via relay");
+    const ack = await a.gateway.deliveries.send("alice", "zed@laptop", "hello via relay");
     await laptop.next("deliver", (d) => d.envelope?.delivery_id === ack.delivery_id);
     // Restarted without relay.url: the open row is sent again, and there is no relay to send it to.
     await a.stop();

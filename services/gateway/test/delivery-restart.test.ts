@@ -121,7 +121,8 @@ describe("restart mid-delivery", () => {
     createBot(t1, "bob", { provider: "fake", model: "m-bob" });
     fake.failModel("m-bob", "hang");
     const before = bobRequests().length;
-    const ids = ["first", "second", "third"].map((m) => t1.gateway.deliveries.send("alice", "bob", m).delivery_id);
+    const acks = await Promise.all(["first", "second", "third"].map((m) => t1.gateway.deliveries.send("alice", "bob", m)));
+    const ids = acks.map((ack) => ack.delivery_id);
     await eventually(() => expect(bobRequests().length).toBe(before + 1));
     await t1.stop();
     expect(rows(home, "SELECT state, reason FROM delivery_ingress ORDER BY rowid")).toEqual([

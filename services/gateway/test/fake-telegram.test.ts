@@ -210,10 +210,15 @@ describe("fake Telegram: injected failures", () => {
   it("5xx as JSON and as an HTML page; a failed getUpdates confirms nothing", async () => {
     const id = fake.privateMessage("keep me");
     fake.failNext("getUpdates", 1, { kind: "server_error", status: 500 });
+    fake.failNext("getUpdates", 1, { kind: "server_error", status: 503 });
     fake.failNext("getUpdates", 1, { kind: "server_error_html" });
     expect(await call("getUpdates", { offset: id + 1 })).toEqual({
       status: 500,
       json: { ok: false, error_code: 500, description: "Internal Server Error" },
+    });
+    expect(await call("getUpdates", { offset: id + 1 })).toEqual({
+      status: 503,
+      json: { ok: false, error_code: 503, description: "Service Unavailable" },
     });
     const html = await fetch(`${fake.apiRoot}/bot${fake.bot.token}/getUpdates`);
     expect([html.status, html.headers.get("content-type")]).toEqual([502, "text/html"]);

@@ -33,7 +33,9 @@ import {
  */
 
 const KEY = "grpc-fuzz-key-0123456789abcdef";
-const SERVED = ["GatewayService", "DeliveryService", "PeerService", "RoomService", "RoomMemberService"].map((s) => `hermes.v1.${s}`);
+const SERVED = ["GatewayService", "BotModeService", "DeliveryService", "OpsService", "PeerService", "RoomService", "RoomMemberService"].map(
+  (s) => `hermes.v1.${s}`,
+);
 const STANDARD = ["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"];
 
 let home: string;

@@ -63,13 +63,13 @@ function obligationStates(profile: string): string[] {
 describe("rename with a turn held at the provider", () => {
   it("a delivery running during the rename settles and its reply lands in the renamed profile's transcript", async () => {
     createBot(a, "bob", GATED);
-    const ack = a.gateway.deliveries.send("alice", "bob", "review this please");
+    const ack = await a.gateway.deliveries.send("alice", "bob", "review this please");
     await eventually(() => expect(gated.held()).toBe(1));
-    const queued = a.gateway.deliveries.send("alice", "bob", "and this one");
+    const queued = await a.gateway.deliveries.send("alice", "bob", "and this one");
     const renamed = await call(gw, gw.renameProfile, { old_name: "bob", new_name: "robert" }, KEY_A);
     expect(renamed.warning).toBe("");
     // Mail sent after the rename queues behind mail sent before it.
-    const after = a.gateway.deliveries.send("alice", "robert", "one more after the rename");
+    const after = await a.gateway.deliveries.send("alice", "robert", "one more after the rename");
     // Answers go to requests in the order they reach the provider.
     for (const text of ["reviewed: looks good", "second reviewed", "third reviewed"]) gated.release(text);
     const receipt = await a.gateway.deliveries.wait(ack.delivery_id);
@@ -113,13 +113,13 @@ describe("delete with deliveries open in both directions", () => {
     await rpc.chat(gw, { profile: "carl", text: "before the delete" }, KEY_A);
     expect(obligationStates("carl")).toEqual(["delivered"]);
 
-    const running = a.gateway.deliveries.send("alice", "carl", "first, running");
+    const running = await a.gateway.deliveries.send("alice", "carl", "first, running");
     await eventually(() => expect(gated.held()).toBe(1));
-    const queued = a.gateway.deliveries.send("alice", "carl", "second, queued");
-    const remote = p.gateway.deliveries.send("pat", "a/carl", "from another gateway");
+    const queued = await a.gateway.deliveries.send("alice", "carl", "second, queued");
+    const remote = await p.gateway.deliveries.send("pat", "a/carl", "from another gateway");
     await eventually(() => expect(a.gateway.deliveries.store.ingress(remote.delivery_id)?.state).toBe("queued"));
     // Mail carl sent that is still running at its target.
-    const sent = a.gateway.deliveries.send("carl", "dana", "carl asks dana");
+    const sent = await a.gateway.deliveries.send("carl", "dana", "carl asks dana");
     await eventually(() => expect(gated.held()).toBe(2));
 
     await call(gw, gw.deleteProfile, { name: "carl" }, KEY_A);

@@ -95,13 +95,13 @@ describe("relay kill -9 and restart", () => {
     const d = gateways["d"]!;
     // carol's gateway goes away: mail to it can only wait in the relay's queue.
     await gateways["c"]!.stop();
-    const toCarol = a.gateway.deliveries.send("alice", "carol@c", "for carol, queued at the relay");
+    const toCarol = await a.gateway.deliveries.send("alice", "carol@c", "for carol, queued at the relay");
     // slowbot: the first turn is held mid-turn; dora's message waits behind it in slowbot's lane at
     // the relay; alice's second one waits in a's own per-target lane for the first one's outcome.
-    const one = a.gateway.deliveries.send("alice", "slowbot@b", "task one");
+    const one = await a.gateway.deliveries.send("alice", "slowbot@b", "task one");
     await eventually(() => expect(gated.held()).toBe(1));
-    const two = d.gateway.deliveries.send("dora", "slowbot@b", "task two");
-    const three = a.gateway.deliveries.send("alice", "slowbot@b", "task three");
+    const two = await d.gateway.deliveries.send("dora", "slowbot@b", "task two");
+    const three = await a.gateway.deliveries.send("alice", "slowbot@b", "task three");
     const slow = [
       { t: a, ack: one },
       { t: d, ack: two },

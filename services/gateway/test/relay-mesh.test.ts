@@ -151,7 +151,7 @@ describe("deliveries across connections", () => {
       acks.push(a.gateway.deliveries.send("alice", "bea@b", `a-${i}`));
       acks.push(c.gateway.deliveries.send("carol", "bea@b", `c-${i}`));
     }
-    const receipts = await Promise.all(acks.map((ack, i) => (i % 2 === 0 ? a : c).gateway.deliveries.wait(ack.delivery_id)));
+    const receipts = await Promise.all(acks.map(async (ack, i) => (i % 2 === 0 ? a : c).gateway.deliveries.wait((await ack).delivery_id)));
     expect(receipts.every((r) => r.state === "settled")).toBe(true);
     const turns = botChat(b, "bea")
       .slice(before)
@@ -167,10 +167,13 @@ describe("deliveries across connections", () => {
     const a = gateways["a"]!;
     const b = gateways["b"]!;
     const id = `dlv_idem_${Date.now()}`;
-    a.gateway.deliveries.send("alice", "bob@b", "only once", { delivery_id: id });
+    await a.gateway.deliveries.send("alice", "bob@b", "only once", { delivery_id: id });
     const first = await a.gateway.deliveries.wait(id);
-    expect(a.gateway.deliveries.send("alice", "bob@b", "only once", { delivery_id: id })).toEqual({ status: "queued", delivery_id: id });
-    expect(() => a.gateway.deliveries.send("alice", "bob@b", "something else", { delivery_id: id })).toThrow(
+    expect(await a.gateway.deliveries.send("alice", "bob@b", "only once", { delivery_id: id })).toEqual({
+      status: "queued",
+      delivery_id: id,
+    });
+    await expect(a.gateway.deliveries.send("alice", "bob@b", "something else", { delivery_id: id })).rejects.toThrow(
       expect.objectContaining({ reason: "idempotency_conflict" }),
     );
     expect(first.state).toBe("settled");
@@ -193,7 +196,7 @@ describe("target gateway down", () => {
     expect(a.gateway.deliveries.roster("alice")).toContainEqual(
       expect.objectContaining({ target: "bob@b", title: "Reviewer", where: "via the relay", offline: true }),
     );
-    const ack = a.gateway.deliveries.send("alice", "bob@b", "while you were down");
+    const ack = await a.gateway.deliveries.send("alice", "bob@b", "while you were down");
     // The relay holds it (committed there, nobody to forward it to), so it cannot have run.
     await eventually(() => expect(relay.relay.store.delivery(ack.delivery_id)).toMatchObject({ state: "queued" }));
     expect(a.gateway.deliveries.get(ack.delivery_id).state).not.toBe("settled");
@@ -223,7 +226,7 @@ describe("target gateway down", () => {
     const a = gateways["a"]!;
     const c = gateways["c"]!;
     const before = gated.prompts.length;
-    const ack = a.gateway.deliveries.send("alice", "slowpoke@c", "think hard");
+    const ack = await a.gateway.deliveries.send("alice", "slowpoke@c", "think hard");
     await eventually(() => expect(gated.held()).toBe(1));
     // The gateway dies with the turn running (its stop gives the turn a short grace, then cancels it).
     await c.stop();
@@ -271,10 +274,10 @@ describe("typed refusals from the relay reach the sender's receipt and Bot Chat"
     const b = gateways["b"]!;
     const c = gateways["c"]!;
     const id = `dlv_taken_${Date.now()}`;
-    a.gateway.deliveries.send("alice", "bob@b", "first use of this id", { delivery_id: id });
+    await a.gateway.deliveries.send("alice", "bob@b", "first use of this id", { delivery_id: id });
     expect(await a.gateway.deliveries.wait(id)).toMatchObject({ state: "settled" });
     // c has never seen the id, so its own outbox takes it; the relay holds it for a's mail and refuses.
-    c.gateway.deliveries.send("carol", "bob@b", "same id, other mail", { delivery_id: id });
+    await c.gateway.deliveries.send("carol", "bob@b", "same id, other mail", { delivery_id: id });
     const receipt = await c.gateway.deliveries.wait(id);
     expect(receipt).toMatchObject({ state: "failed", reason: "idempotency_conflict", attempts: 1 });
     expect(receipt.error).toContain("already exists at the relay");
@@ -292,7 +295,7 @@ describe("typed refusals from the relay reach the sender's receipt and Bot Chat"
     // The key is revoked and, in the same tick, alice writes to ghost@gone: her gateway's roster
     // still lists it (the relay's roster update has not arrived), so the send is only refused at the relay.
     relay.relay.revokeKey("gone");
-    const ack = a.gateway.deliveries.send("alice", "ghost@gone", "are you still there?");
+    const ack = await a.gateway.deliveries.send("alice", "ghost@gone", "are you still there?");
     const receipt = await a.gateway.deliveries.wait(ack.delivery_id);
     expect(receipt).toMatchObject({ state: "failed", reason: "unknown_target", attempts: 1 });
     expect(receipt.error).toContain('no connection called "gone" is known to the relay');

@@ -69,7 +69,7 @@ class Logs {
   text(): string {
     return this.lines.map((l) => JSON.stringify(l)).join("\n");
   }
-  matching(re: RegExp): unknown[] {
+  matching(re: RegExp): Logs["lines"] {
     return this.lines.filter((l) => re.test(l.msg));
   }
 }
@@ -123,7 +123,7 @@ function setup(overrides: Partial<TelegramPollerOptions> & { token?: string; off
     offsets,
     handler,
     replies: replier,
-    config: { allow_all: false, allowed_chats: ["42", "-1001234567890"], poll_timeout_seconds: 20 },
+    config: { allow_all: false, allowed_chats: ["42", "-1001234567890"], poll_timeout_seconds: 20, token_env: "TELEGRAM_BOT_TOKEN" },
     logger: logs.logger,
     random: () => 0.5,
     ...overrides,
@@ -334,6 +334,10 @@ describe("replies", () => {
     expect(report).toEqual({ sent: 1, planned: 1 });
     expect(delays).toEqual([3000, 2000]);
     expect(fake.sent()).toHaveLength(1);
+    expect(logs.matching(/Telegram did not take a reply message/).map((l) => l.msg)).toEqual([
+      "Telegram did not take a reply message (429: Too Many Requests: retry after 3); sending it again in 3 s",
+      "Telegram did not take a reply message (502: Bad Gateway); sending it again in 2 s",
+    ]);
   });
 
   it("gives up on a reply that keeps failing, and says why", async () => {
@@ -362,7 +366,7 @@ describe("replies", () => {
 
 describe("one poller per token", () => {
   it("without a coordinator: the second poller reports the conflict once, backs off, never overlaps, and takes over when the first stops", async () => {
-    const a = setup({ config: { allow_all: true, allowed_chats: [], poll_timeout_seconds: 50 } });
+    const a = setup({ config: { allow_all: true, allowed_chats: [], poll_timeout_seconds: 50, token_env: "TELEGRAM_BOT_TOKEN" } });
     a.poller.start();
     await eventually(() => fake.polls().some((p) => p.outcome === undefined), { timeoutMs: 10_000, what: "the first poller's long poll" });
 
@@ -370,7 +374,7 @@ describe("one poller per token", () => {
     const b = setup({
       scheduler,
       offsetsFile: join(dir, "b.json"),
-      config: { allow_all: true, allowed_chats: [], poll_timeout_seconds: 50 },
+      config: { allow_all: true, allowed_chats: [], poll_timeout_seconds: 50, token_env: "TELEGRAM_BOT_TOKEN" },
     });
     b.poller.start();
     await eventually(() =>

@@ -23,6 +23,8 @@ export interface SendTarget {
 export interface SendRecord extends SendTarget {
   n: number;
   startedAt: number;
+  /** When the outcome was recorded (same clock as startedAt). */
+  settledAt?: number;
   outcome?: SendOutcome;
   ack?: { seq: number; epoch: number };
   reason?: string;
@@ -98,6 +100,7 @@ export class Ledger {
   private settle(record: SendRecord, outcome: SendOutcome): void {
     if (record.outcome) throw new Error(`ledger ${this.name}: send #${record.n} (${record.eventId}) already ${record.outcome}`);
     record.outcome = outcome;
+    record.settledAt = this.now();
   }
 
   /** begin + run + classify in one call; never throws for the send's own failure. */

@@ -12,6 +12,7 @@ import { fileURLToPath } from "node:url";
 import { Wait } from "testcontainers";
 import { afterAll } from "vitest";
 import { dockerode, isNotFound } from "./docker-client.js";
+import { ETCD_CLIENT_PORT, EtcdCluster, type EtcdClusterOptions, EtcdNode, etcdMemberCommand, etcdStarted } from "./etcd.js";
 import { createNatTopology, type NatTopology } from "./nat.js";
 import {
   type CliFlavor,
@@ -217,6 +218,43 @@ export class Mesh implements MeshContext {
     return node.start();
   }
 
+  /**
+   * An etcd cluster (`<name>-0..n-1`, 3 members by default) of the etcd image, one volume per member,
+   * started together; resolves once every member reports a leader. See etcd.ts.
+   */
+  async etcdCluster(options: EtcdClusterOptions): Promise<EtcdCluster> {
+    const base = options.name ?? "etcd";
+    const names = Array.from({ length: options.members ?? 3 }, (_, i) => `${base}-${i}`);
+    const members = await Promise.all(
+      names.map(async (name) =>
+        this.track(
+          new EtcdNode(
+            this,
+            name,
+            {
+              image: this.run.etcdImage,
+              command: etcdMemberCommand(name, names, this.resourceName(base)),
+              env: {},
+              exposedPorts: [ETCD_CLIENT_PORT],
+              wait: etcdStarted,
+              // cut() installs nft rules with `exec --user 0`; etcd itself runs as uid 10002.
+              capAdd: ["NET_ADMIN"],
+              sysctls: {},
+              volume: await this.volume(name),
+              files: [],
+              startupTimeoutMs: this.startupTimeoutMs,
+            },
+            options.networks,
+          ),
+        ),
+      ),
+    );
+    await Promise.all(members.map((m) => m.start()));
+    const cluster = new EtcdCluster(members);
+    await cluster.waitHealthy();
+    return cluster;
+  }
+
   /** Home network behind a masquerading router; see nat.ts. */
   nat(name = "home"): Promise<NatTopology> {
     return createNatTopology(this, name);
@@ -274,6 +312,15 @@ export class Mesh implements MeshContext {
           throw new Error(`${self.name}: removing the cut from ${peer.name} failed: ${res.stderr}`);
         }
       }
+    };
+  }
+
+  /** cut(node, peer) for every peer (e.g. an authority from every etcd member); one heal for all. */
+  async cutAll(node: MeshNode, peers: readonly MeshNode[], options: { reject?: boolean } = {}): Promise<() => Promise<void>> {
+    const heals: Array<() => Promise<void>> = [];
+    for (const peer of peers) heals.push(await this.cut(node, peer, options));
+    return async () => {
+      for (const heal of heals) await heal();
     };
   }
 

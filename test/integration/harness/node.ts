@@ -89,6 +89,7 @@ export class MeshNode {
   private readonly afterConnectHooks = new Map<string, Hook[]>();
   private readonly logChunks: string[] = [];
   private incarnation = 0;
+  private isPaused = false;
   /** Wall time of each container start, readiness included (ms). */
   readonly startDurationsMs: number[] = [];
 
@@ -292,8 +293,33 @@ export class MeshNode {
     await this.discardContainer();
   }
 
+  /**
+   * SIGSTOP of the container's main process (pid 1: the daemon itself), as a GC pause or a VM freeze
+   * looks: its sockets stay open and nothing answers. resume() sends SIGCONT.
+   */
+  async pause(): Promise<void> {
+    await this.signal("SIGSTOP");
+    this.isPaused = true;
+  }
+
+  async resume(): Promise<void> {
+    await this.signal("SIGCONT");
+    this.isPaused = false;
+  }
+
+  get paused(): boolean {
+    return this.isPaused;
+  }
+
+  private async signal(signal: "SIGSTOP" | "SIGCONT"): Promise<void> {
+    const docker = await dockerode();
+    await docker.getContainer(this.container.getId()).kill({ signal });
+  }
+
   /** Graceful stop (SIGTERM, then SIGKILL after timeoutSeconds); the volume stays. */
   async stop(timeoutSeconds = 10): Promise<void> {
+    // A frozen process would sit on the SIGTERM until the SIGKILL.
+    if (this.isPaused) await this.resume();
     const docker = await dockerode();
     const c = docker.getContainer(this.container.getId());
     try {
@@ -316,6 +342,7 @@ export class MeshNode {
   private async discardContainer(): Promise<void> {
     const id = this.container.getId();
     this.current = undefined;
+    this.isPaused = false;
     const docker = await dockerode();
     try {
       await docker.getContainer(id).remove({ force: true, v: false });

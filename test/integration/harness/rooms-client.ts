@@ -8,6 +8,7 @@ import {
   type ReplicaStateReply,
   type Room,
   type RoomEvent,
+  type RoomReplication,
   type RoomReply,
   RoomServiceClient,
   type SendReply,
@@ -39,11 +40,12 @@ export class RoomsClient {
     readonly gatewayName: string,
     private readonly address: () => string,
     private readonly key: string,
+    private readonly callTimeoutMs = CALL_TIMEOUT_MS,
   ) {}
 
   /** A client for a gateway node (its mapped gRPC port, the mesh's API key), across restarts. */
-  static of(gw: GatewayNode): RoomsClient {
-    return new RoomsClient(gw.name, () => gw.hostGrpc, gw.mesh.apiKey);
+  static of(gw: GatewayNode, options: { callTimeoutMs?: number } = {}): RoomsClient {
+    return new RoomsClient(gw.name, () => gw.hostGrpc, gw.mesh.apiKey, options.callTimeoutMs);
   }
 
   private stub(): RoomServiceClient {
@@ -65,14 +67,16 @@ export class RoomsClient {
       throw new NodeDownError(`${this.gatewayName} is down: ${(err as Error).message}`);
     }
     return unaryCall<Res>((cb) =>
-      pick(client).call(client, request, authMetadata(this.key), deadlineIn(CALL_TIMEOUT_MS), (err, res) => cb(err, res)),
+      pick(client).call(client, request, authMetadata(this.key), deadlineIn(this.callTimeoutMs), (err, res) => cb(err, res)),
     );
   }
 
-  create(roomId: string, name: string, members: string[]): Promise<RoomReply> {
+  /** `replication`: e.g. `{ mode: "quorum", replicas: ["gw-b", "gw-c"], min_insync: 2 }` (default: a local room). */
+  create(roomId: string, name: string, members: string[], replication?: RoomReplication): Promise<RoomReply> {
     return this.call((c) => c.create, {
       room_id: roomId,
       name,
+      replication,
       members: members.map((m) => {
         const at = m.indexOf("@");
         return at < 0 ? { member_id: m, profile: m } : { member_id: m, profile: m.slice(0, at), gateway_id: m.slice(at + 1) };

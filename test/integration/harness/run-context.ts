@@ -9,6 +9,8 @@ export interface IntegrationRun {
   owner: string;
   baseImage: string;
   appImage: string;
+  /** etcd of Debian's etcd-server package on the base image (harness/etcd.ts runs clusters of it). */
+  etcdImage: string;
   /** true when `hermes gateway start --help` works in the app image (the real CLI is built). */
   realCli: boolean;
   /** Directory where container logs are written at teardown. */

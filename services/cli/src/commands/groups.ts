@@ -2,6 +2,7 @@ import { writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { ServiceError } from "@grpc/grpc-js";
 import { fromServiceError, HermesError } from "@hermes/common/client";
+import { demoteCommand, promoteChecklist, promoteCoverageRefusal } from "@hermes/gateway/ops";
 import {
   type DemotionRecord,
   type DiscussionStatus,
@@ -9,6 +10,7 @@ import {
   type LogPage,
   type ReplicaStateReply,
   type ReplicateProgress,
+  type ReplicationState,
   type Room,
   type RoomEvent,
   RoomServiceClient,
@@ -94,6 +96,26 @@ function describeRoom(r: Room): string {
   if (r.disbanded_at) rows.push(["disbanded", r.disbanded_at]);
   rows.push(["created", r.created_at], ["updated", r.updated_at]);
   return table(["FIELD", "VALUE"], rows);
+}
+
+function replicationJson(r: ReplicationState | undefined) {
+  if (!r) return null;
+  return { ...r, lease: r.lease ?? null };
+}
+
+function describeReplication(r: ReplicationState | undefined): string | null {
+  if (r?.mode !== "quorum") return null;
+  const rows: (string | number)[][] = [
+    ["mode", `quorum, min_insync ${r.min_insync}`],
+    ["replicas", r.replicas.join(", ")],
+    ["in sync", r.isr.join(", ") || "unknown (the record cannot be read)"],
+  ];
+  if (r.missing.length > 0) rows.push(["missing", `${r.missing.join(", ")} (not registered in the mesh)`]);
+  rows.push([
+    "lease",
+    r.lease ? `held by ${r.lease.holder}, expires in ${r.lease.expires_in_ms} ms` : "none alive: an in-sync replica takes over",
+  ]);
+  return table(["REPLICATION", "VALUE"], rows);
 }
 
 function describeDiscussion(driver: string, needsYou: boolean, d: DiscussionStatus | undefined): string {
@@ -208,10 +230,22 @@ export function registerGroupsCommands(program: Command, run: CommandRunner): vo
     .requiredOption("--name <name>", "room name (1-200 characters)")
     .requiredOption("--members <list>", "2-6 members: profile names, comma-separated; profile@gateway for a bot on another gateway")
     .option("--id <room-id>", "room id (default: generated)")
+    .option("--replicas <list>", "quorum replication (needs a coordinator): the other gateways that hold the room, comma-separated")
+    .option("--min-insync <n>", "with --replicas: replicas (this gateway included) that must be in sync for sends (default a majority)")
     .action(
-      run(async (ctx, o: { name: string; members: string; id?: string }) => {
+      run(async (ctx, o: { name: string; members: string; id?: string; replicas?: string; minInsync?: string }) => {
         const c = rooms(ctx);
-        const r = await ctx.call(c, c.create, { room_id: o.id, name: o.name, members: parseMembers(o.members) });
+        if (o.minInsync !== undefined && o.replicas === undefined) throw new HermesError("invalid_params", "--min-insync needs --replicas");
+        const replicas = o.replicas
+          ?.split(",")
+          .map((r) => r.trim())
+          .filter((r) => r.length > 0);
+        const r = await ctx.call(c, c.create, {
+          room_id: o.id,
+          name: o.name,
+          members: parseMembers(o.members),
+          ...(replicas ? { replication: { mode: "quorum", replicas, min_insync: wholeNumber(o.minInsync, "--min-insync", 1) ?? 0 } } : {}),
+        });
         emit(
           ctx.json,
           { room: roomJson(r.room) },
@@ -289,8 +323,17 @@ export function registerGroupsCommands(program: Command, run: CommandRunner): vo
         const r = await ctx.call(c, c.state, { room_id: roomId, include_disbanded: true });
         emit(
           ctx.json,
-          { room: roomJson(r.room), driver_status: r.driver_status, needs_you: r.needs_you, discussion: r.discussion ?? null },
-          () => [describeRoom(r.room!), describeDiscussion(r.driver_status, r.needs_you, r.discussion)].join("\n"),
+          {
+            room: roomJson(r.room),
+            driver_status: r.driver_status,
+            needs_you: r.needs_you,
+            discussion: r.discussion ?? null,
+            replication: replicationJson(r.replication),
+          },
+          () =>
+            [describeRoom(r.room!), describeReplication(r.replication), describeDiscussion(r.driver_status, r.needs_you, r.discussion)]
+              .filter((part): part is string => part !== null)
+              .join("\n"),
         );
       }),
     );
@@ -439,31 +482,25 @@ export function registerGroupsCommands(program: Command, run: CommandRunner): vo
     .option("--confirm", "assert that the previous authority cannot commit (it is stopped and fenced)")
     .option("--reason <text>", "recorded in authority.claimed (default authority-unreachable)")
     .option("--allow-incomplete", "promote even though this replica is not caught up (history that never arrived is lost to this lineage)")
+    .option("--unclean", "quorum rooms: claim although this gateway is not in the in-sync replicas (acknowledged sends it lacks are lost)")
     .action(
-      run(async (ctx, roomId: string, o: { confirm?: boolean; reason?: string; allowIncomplete?: boolean }) => {
+      run(async (ctx, roomId: string, o: { confirm?: boolean; reason?: string; allowIncomplete?: boolean; unclean?: boolean }) => {
         const c = rooms(ctx);
         const [s, caps] = await Promise.all([replicaState(ctx, c, roomId), ctx.call(c, c.capabilities, {})]);
-        const previous = s.authority ? `${s.authority.gateway_id}@${s.authority.epoch}` : "the previous authority";
-        const checklist = [
-          `Fencing checklist before promoting ${roomId} on ${caps.gateway_id}:`,
-          `  1. ${previous} cannot commit: its room writers are stopped and cannot restart, or it is cut off from every client. A timeout or groups stop is not proof.`,
-          `  2. This replica holds seq ${s.last_seq} of the authority's ${s.latest_seq} (${s.caught_up ? "caught up as of the last page" : "NOT caught up"}).`,
-          `  3. Afterwards, on ${s.authority?.gateway_id ?? "the old authority"} and before its writers return: hermes groups demote ${roomId} --observed-gateway ${caps.gateway_id} --observed-epoch <the new epoch>`,
-          `  4. Point clients at ${caps.gateway_id}; compare hermes groups state ${roomId} on both gateways.`,
-        ];
+        const checklist = promoteChecklist(caps.gateway_id, s, o.unclean === true);
         if (!ctx.json) process.stderr.write(`${checklist.join("\n")}\n`);
-        if (s.role === "replica" && !s.caught_up && !o.allowIncomplete) {
-          throw new HermesError(
-            "refused",
-            `${roomId} is not caught up here (stored ${s.last_seq}, authority's latest ${s.latest_seq}${s.latest_seq === 0 ? " unknown: no page since the authority changed" : ""}); replicate first, or pass --allow-incomplete to accept losing what never arrived`,
-            { data: { last_seq: s.last_seq, latest_seq: s.latest_seq } },
-          );
-        }
-        const r = await ctx.call(c, c.promote, { room_id: roomId, confirm: o.confirm === true, reason: o.reason });
+        const refusal = promoteCoverageRefusal(s, o.allowIncomplete === true);
+        if (refusal) throw refusal;
+        const r = await ctx.call(c, c.promote, {
+          room_id: roomId,
+          confirm: o.confirm === true,
+          reason: o.reason,
+          ...(o.unclean ? { unclean: true } : {}),
+        });
         emit(ctx.json, { ...r, checklist }, () =>
           [
             `promoted: ${r.authority_gateway_id} leads ${roomId} at epoch ${r.authority_epoch} (was ${r.previous_gateway_id}@${r.previous_epoch}); authority.claimed at seq ${r.claim_seq}`,
-            `next, on ${r.previous_gateway_id}: hermes groups demote ${roomId} --observed-gateway ${r.authority_gateway_id} --observed-epoch ${r.authority_epoch}`,
+            `next, on ${r.previous_gateway_id}: ${demoteCommand(roomId, { gateway_id: r.authority_gateway_id, epoch: r.authority_epoch })}`,
           ].join("\n"),
         );
       }),
@@ -471,16 +508,18 @@ export function registerGroupsCommands(program: Command, run: CommandRunner): vo
 
   groups
     .command("demote <room>")
-    .description("on the old authority: follow the new authority and record the demotion (all options required)")
-    .requiredOption("--observed-gateway <id>", "the gateway that now leads the room (from its promote result)")
-    .requiredOption("--observed-epoch <n>", "its epoch (from its promote result; never guess)")
+    .description(
+      "on the old authority: follow the new authority and record the demotion (both options required, except for a quorum room on a coordinated gateway: it hands the room to an in-sync replica)",
+    )
+    .option("--observed-gateway <id>", "the gateway that now leads the room (from its promote result)")
+    .option("--observed-epoch <n>", "its epoch (from its promote result; never guess)")
     .action(
-      run(async (ctx, roomId: string, o: { observedGateway: string; observedEpoch: string }) => {
+      run(async (ctx, roomId: string, o: { observedGateway?: string; observedEpoch?: string }) => {
         const c = rooms(ctx);
         const r = await ctx.call(c, c.demote, {
           room_id: roomId,
-          observed_gateway_id: o.observedGateway,
-          observed_epoch: wholeNumber(o.observedEpoch, "--observed-epoch", 1)!,
+          observed_gateway_id: o.observedGateway ?? "",
+          observed_epoch: wholeNumber(o.observedEpoch, "--observed-epoch", 1) ?? 0,
         });
         emit(ctx.json, r, () =>
           [

@@ -5,13 +5,12 @@ import type { Command } from "commander";
 import type { CommandRunner } from "../main.js";
 import { emit, table, warn } from "../output.js";
 import { profilesBackend } from "../profiles-backend.js";
-import { registerProfileSetCommand } from "./profile-set.js";
+import { describeMeta, registerProfileSetCommand } from "./profile-set.js";
 
 function describe(p: Profile): string {
   const lines = [
     `name:          ${p.name}${p.is_default ? " (default: HERMES_HOME itself)" : ""}`,
-    `display name:  ${p.display_name}`,
-    `title:         ${p.title || "-"}`,
+    describeMeta(p),
     `description:   ${p.description || "-"}`,
     `model:         ${p.model} (provider ${p.provider})`,
     `path:          ${p.path}`,
@@ -50,8 +49,16 @@ export function registerProfileCommands(program: Command, run: CommandRunner): v
           const profiles = await backend.list();
           emit(ctx.json, { profiles }, () =>
             table(
-              ["NAME", "DISPLAY NAME", "TITLE", "MODEL", "PROVIDER"],
-              profiles.map((p) => [p.name, p.display_name, p.title || "-", p.model, p.provider]),
+              ["NAME", "DISPLAY NAME", "TITLE", "MODEL", "PROVIDER", "SECTION", "HIDDEN"],
+              profiles.map((p) => [
+                p.name,
+                p.display_name,
+                p.title || "-",
+                p.model,
+                p.provider,
+                p.meta?.section_name || "-",
+                p.meta?.hidden ? "yes" : "-",
+              ]),
             ),
           );
         } finally {
@@ -82,7 +89,7 @@ export function registerProfileCommands(program: Command, run: CommandRunner): v
     .option("--description <text>", "what the bot does")
     .option("--model <model>", "model name as the provider knows it")
     .option("--provider <provider>", "a key of `providers` in config.yaml, or `local`")
-    .option("--clone-from <profile>", "start from another profile's config, SOUL.md and .env")
+    .option("--clone-from <profile>", "start from another profile's config, SOUL.md and .env, with its look (avatar and section)")
     .action(
       run(async (ctx, name: string, o: { title?: string; description?: string; model?: string; provider?: string; cloneFrom?: string }) => {
         const backend = await profilesBackend(ctx);

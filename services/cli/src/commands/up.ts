@@ -7,6 +7,7 @@ import { MAX_GATEWAYS } from "../up/demo-plan.js";
 interface UpOptions {
   gateways?: string;
   dir?: string;
+  coordinator?: boolean;
 }
 
 export function registerUpCommand(program: Command, run: CommandRunner): void {
@@ -15,6 +16,10 @@ export function registerUpCommand(program: Command, run: CommandRunner): void {
     .description("the local mesh for newcomers: a relay and N gateways as child processes, demo bots and a room; Ctrl-C stops all")
     .option("--gateways <n>", `how many gateways (1-${MAX_GATEWAYS}, default 3)`)
     .option("--dir <dir>", "where their homes live (default ./.hermes-local); reused when it exists")
+    .option(
+      "--coordinator",
+      "also start a local single-node etcd (the etcd binary must be installed) and make the demo room a quorum room that fails over by itself",
+    )
     .action(
       run(async (_ctx, o: UpOptions) => {
         const count = o.gateways === undefined ? 3 : Number(o.gateways);
@@ -22,7 +27,7 @@ export function registerUpCommand(program: Command, run: CommandRunner): void {
           throw new HermesError("invalid_params", `--gateways must be a whole number from 1 to ${MAX_GATEWAYS}, got ${o.gateways}`);
         }
         const { up } = await import("../up/mesh.js");
-        await up(count, resolve(o.dir ?? ".hermes-local"));
+        await up(count, resolve(o.dir ?? ".hermes-local"), { coordinator: o.coordinator === true });
       }),
     );
 }

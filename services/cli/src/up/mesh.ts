@@ -9,6 +9,7 @@ import { GatewayServiceClient } from "@hermes/proto/hermes/v1/gateway";
 import { type ReplicateProgress, type Room, RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import { KeyAdmin, RelayStore, relayControlSocket, relayDbPath } from "@hermes/relay";
 import { z } from "zod";
+import { callOps } from "../commands/ops.js";
 import { CliContext } from "../context.js";
 import { table } from "../output.js";
 import { Child, type ChildSpec, lostPortRace } from "./children.js";
@@ -22,6 +23,7 @@ import {
   tryCommands,
   WELCOME_EVENT_ID,
 } from "./demo-plan.js";
+import { ETCD_MISSING, findEtcd, LocalEtcd } from "./etcd.js";
 import { Supervisor } from "./supervisor.js";
 
 /**
@@ -49,6 +51,9 @@ type Ports = z.infer<typeof portsSchema>;
 /** DIR/up.json: what a later run reuses (the API key every gateway accepts, the ports). */
 const upStateSchema = z.object({
   api_key: z.string().min(16),
+  /** `--coordinator`: the key the gateways call each other with (HERMES_MESH_KEY), and etcd's ports. */
+  mesh_key: z.string().min(16).optional(),
+  etcd_ports: z.object({ client: z.number().int(), peer: z.number().int() }).optional(),
   ports: z.record(z.string(), portsSchema),
   /** Child pids while the mesh runs (so a second `hermes up` can say what holds the folder). */
   pids: z.record(z.string(), z.number().int()).optional(),
@@ -373,6 +378,7 @@ async function setUpRoom(
   fresh: ReadonlySet<string>,
   plan: MeshPlan,
   notes: string[],
+  quorum: boolean,
 ): Promise<{ gateway: string; epoch: number } | undefined> {
   const states = await Promise.all(gws.map(roomOn));
   const leaders = gws
@@ -392,6 +398,8 @@ async function setUpRoom(
     );
     return undefined;
   } else {
+    const replicas = gws.slice(1).map((gw) => gw.plan.name);
+    const withQuorum = quorum && replicas.length > 0;
     await first.ctx.call(first.rooms, first.rooms.create, {
       room_id: DEMO_ROOM,
       name: "Lobby",
@@ -401,14 +409,31 @@ async function setUpRoom(
           ? { member_id: spec, profile: spec }
           : { member_id: spec, profile: spec.slice(0, at), gateway_id: spec.slice(at + 1) };
       }),
+      ...(withQuorum ? { replication: { mode: "quorum", replicas, min_insync: 0 } } : {}),
     });
-    await first.ctx.call(first.rooms, first.rooms.send, {
+    const welcome = {
       room_id: DEMO_ROOM,
       event_id: WELCOME_EVENT_ID,
-      payload: { text: `Welcome to the lobby! It lives on ${first.plan.name} and is replicated to the other gateways. Say hello, @all.` },
-    });
+      payload: {
+        text: withQuorum
+          ? `Welcome to the lobby! It is led by ${first.plan.name} and acknowledged only once the other gateways hold it: kill ${first.plan.name} and another takes over. Say hello, @all.`
+          : `Welcome to the lobby! It lives on ${first.plan.name} and is replicated to the other gateways. Say hello, @all.`,
+      },
+    };
+    // A quorum room accepts sends once its replicas caught up (not_enough_replicas until then).
+    await waitFor(
+      `${DEMO_ROOM}'s first message`,
+      async () => {
+        await first.ctx.call(first.rooms, first.rooms.send, welcome);
+        return true;
+      },
+      30_000,
+    );
     authority = { gateway: first.plan.name, epoch: 1 };
+    // Quorum replicas follow by themselves.
+    if (withQuorum) return authority;
   }
+  if (quorum) return authority;
   await Promise.all(
     gws
       .filter((gw) => fresh.has(gw.plan.name) && gw.plan.name !== authority.gateway)
@@ -435,7 +460,7 @@ function displayPath(path: string): string {
 }
 
 /** Runs the local mesh until Ctrl-C (loaded only for `hermes up`: it needs the gateway and relay packages). */
-export async function up(count: number, dir: string): Promise<void> {
+export async function up(count: number, dir: string, options: { coordinator?: boolean } = {}): Promise<void> {
   const plan = planMesh(count);
   const l = layout(dir, plan);
   const longest = join(dir, plan.gateways.at(-1)!.name, "gateway.sock");
@@ -451,11 +476,25 @@ export async function up(count: number, dir: string): Promise<void> {
   for (const g of plan.gateways) wanted[g.name] = previous?.ports[g.name] ?? g.preferredPorts;
   const ports = await choosePorts(wanted);
   const state: UpState = { api_key: previous?.api_key ?? randomBytes(24).toString("base64url"), ports, pids: {} };
+  let etcdBinary: string | undefined;
+  if (options.coordinator) {
+    etcdBinary = findEtcd();
+    if (!etcdBinary) throw new HermesError("missing_config", ETCD_MISSING);
+    state.mesh_key = previous?.mesh_key ?? randomBytes(24).toString("base64url");
+    const etcdWanted = previous?.etcd_ports ?? { client: 2379, peer: 2380 };
+    const chosen = await choosePorts({ etcd: { grpc: etcdWanted.client, http: etcdWanted.peer } });
+    state.etcd_ports = { client: chosen.etcd!.grpc, peer: chosen.etcd!.http };
+    for (const home of l.homes.values()) setEnvVars(home.envFile, { HERMES_MESH_KEY: state.mesh_key });
+  }
   prepareRelayKeys(l, plan);
 
   const mesh = new Mesh();
+  let etcd: LocalEtcd | undefined;
   // Nothing may outlive `hermes up`, even when it dies of an error.
-  const onExit = () => mesh.killAll();
+  const onExit = () => {
+    mesh.killAll();
+    etcd?.kill();
+  };
   process.once("exit", onExit);
   let signalled: (signal: string) => void = () => undefined;
   const stopSignal = new Promise<string>((resolveSignal) => {
@@ -477,13 +516,21 @@ export async function up(count: number, dir: string): Promise<void> {
       stopSupervising();
       for (const ctx of contexts) ctx.close();
       ended = await mesh.stopAll();
+      if (etcd) {
+        await etcd.stop(STOP_GRACE_MS);
+        ended.push("etcd");
+      }
       saveState(dir, { ...state, pids: {} });
     })();
     return stopping;
   };
 
   try {
-    const setUp = startAndSetUp(plan, l, ports, state, mesh, contexts, () => stopping !== undefined);
+    if (etcdBinary && state.etcd_ports) {
+      etcd = await LocalEtcd.start(etcdBinary, join(dir, "etcd"), join(l.logsDir, "etcd.log"), state.etcd_ports);
+      process.stderr.write(`hermes up: etcd on ${etcd.endpoint} (pid ${etcd.pid}, data ${displayPath(join(dir, "etcd"))})\n`);
+    }
+    const setUp = startAndSetUp(plan, l, ports, state, mesh, contexts, () => stopping !== undefined, etcd?.endpoint);
     const first = await Promise.race([
       setUp.then((r) => ({ kind: "ready" as const, ...r })),
       stopSignal.then(() => ({ kind: "signal" as const })),
@@ -555,6 +602,8 @@ interface SetUp {
   notes: string[];
   /** Each gateway's named profiles as they are now. */
   bots: Map<string, { name: string; title: string }[]>;
+  /** Each gateway's web console and a one-time login link to it (undefined when the gateway did not give one). */
+  consoles: Map<string, { url: string; login: string | undefined }>;
 }
 
 /** Relay, then gateways, then the demo set-up where it was not applied yet; returns what the summary shows. */
@@ -566,6 +615,7 @@ async function startAndSetUp(
   mesh: Mesh,
   contexts: CliContext[],
   stopped: () => boolean,
+  etcdEndpoint: string | undefined,
 ): Promise<SetUp> {
   const relay = await mesh.start(
     RELAY_NAME,
@@ -596,6 +646,7 @@ async function startAndSetUp(
           `127.0.0.1:${p.http}`,
           "--relay",
           `grpc://127.0.0.1:${relay.ports.grpc}`,
+          ...(etcdEndpoint ? ["--coordinator", etcdEndpoint] : []),
         ],
         join(l.logsDir, `${g.name}.log`),
       ),
@@ -631,10 +682,18 @@ async function startAndSetUp(
     ),
   );
   const notes: string[] = [];
-  const authority = await setUpRoom(gws, fresh, plan, notes);
+  const authority = await setUpRoom(gws, fresh, plan, notes, etcdEndpoint !== undefined);
   saveDemoApplied(l.dir, [...applied, ...fresh]);
   const bots = new Map(await Promise.all(gws.map(async (gw) => [gw.plan.name, await listBots(gw)] as const)));
-  return { authority, notes, bots };
+  const consoles = new Map(
+    await Promise.all(
+      gws.map(async (gw) => {
+        const link = await callOps<{ url: string }>(gw.ctx, "console.login_link").catch(() => undefined);
+        return [gw.plan.name, { url: `http://127.0.0.1:${ports[gw.plan.name]!.http}/`, login: link?.url }] as const;
+      }),
+    ),
+  );
+  return { authority, notes, bots, consoles };
 }
 
 /** How a bot's model reads in the banner: `local` (the built-in stand-in) or `provider/model`. */
@@ -666,7 +725,7 @@ function printSummary(
   l: Layout,
   ports: Record<string, Ports>,
   mesh: Mesh,
-  { authority, notes, bots }: SetUp,
+  { authority, notes, bots, consoles }: SetUp,
 ): void {
   const pid = (name: string) => String(mesh.children.get(name)?.pid ?? "-");
   const rows = [
@@ -705,6 +764,14 @@ function printSummary(
       ? `room ${DEMO_ROOM}: authority ${authority.gateway}@${authority.epoch}${replicas.length > 0 ? `, replicas following on ${replicas.join(", ")}` : ""}`
       : `room ${DEMO_ROOM}: no authority on this mesh`,
     `logs: ${displayPath(l.logsDir)}/<name>.log    metrics: curl -s 127.0.0.1:${ports[plan.gateways[0]!.name]!.http}/metrics`,
+    "",
+    "web consoles (each link logs you in once, within 10 minutes; later log in with the api_key of up.json, or run",
+    "  npx hermes --home <home> console link for a new link):",
+    ...plan.gateways.map((g) => {
+      const c = consoles.get(g.name);
+      return `  ${g.name}: ${c?.url ?? "-"}${c?.login ? `    login: ${c.login}` : ""}`;
+    }),
+    "",
     ...localModelNote(plan, l),
     ...notes.map((n) => `note: ${n}`),
     "",

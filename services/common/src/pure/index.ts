@@ -8,4 +8,5 @@ export * from "./backoff.js";
 export * from "./clock.js";
 export * from "./config.js";
 export * from "./errors.js";
+export * from "./lanes.js";
 export * from "./names.js";

@@ -40,3 +40,11 @@ export function assertId(id: string, what: string): string {
   }
   return id;
 }
+
+/** Gateway ids: letters, digits, ".", "_" and "-", 1-64 characters (rooms name their authority by it). */
+export const GATEWAY_ID_RULE = "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$";
+const GATEWAY_ID_RE = new RegExp(GATEWAY_ID_RULE);
+
+export function isValidGatewayId(id: unknown): id is string {
+  return typeof id === "string" && GATEWAY_ID_RE.test(id);
+}

@@ -14,6 +14,12 @@ export interface AckTrackerOptions {
   logEnd: number;
   /** Acknowledged seq when tracking begins (0 for a new authority: it learns the rest from acks). */
   committed?: number;
+  /**
+   * The seq a replica outside the recorded ISR must hold before it may join (a new authority: its
+   * log end at the claim, which covers every send acknowledged in earlier epochs; acks of this epoch
+   * still start from `committed`).
+   */
+  joinFloor?: number;
   /** Monotonic clock. */
   now: () => number;
 }
@@ -123,7 +129,7 @@ export class AckTracker {
       recorded: this.recorded,
       inSync,
       durable: this.durable,
-      committed: this.committed(),
+      committed: Math.max(this.committed(), this.options.joinFloor ?? 0),
     });
   }
 

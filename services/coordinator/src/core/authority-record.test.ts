@@ -1,12 +1,20 @@
 import { describe, expect, it } from "vitest";
 import { assessAuthorityRecord, encodeAuthorityRecord, parseAuthorityRecord } from "./authority-record.js";
 
-const good = { format: 1, gateway_id: "gw-a", epoch: 3, isr: ["gw-a", "gw-b"], lease: "7587869214237040902" };
+const good = {
+  format: 1,
+  gateway_id: "gw-a",
+  epoch: 3,
+  isr: ["gw-a", "gw-b"],
+  replicas: ["gw-a", "gw-b", "gw-c"],
+  min_insync: 2,
+  lease: "7587869214237040902",
+};
 const text = (patch: Record<string, unknown>) => JSON.stringify({ ...good, ...patch });
 
 describe("parseAuthorityRecord", () => {
   it("round-trips a record", () => {
-    const record = { gateway_id: "gw-a", epoch: 3, isr: ["gw-a", "gw-b"], lease: null };
+    const record = { gateway_id: "gw-a", epoch: 3, isr: ["gw-a", "gw-b"], replicas: ["gw-a", "gw-b"], min_insync: 2, lease: null };
     expect(parseAuthorityRecord(encodeAuthorityRecord(record))).toEqual({ ok: true, record });
   });
 
@@ -21,7 +29,16 @@ describe("parseAuthorityRecord", () => {
     ["epoch 0", text({ epoch: 0 }), /epoch 0/],
     ["a fractional epoch", text({ epoch: 1.5 }), /epoch 1.5/],
     ["a string epoch", text({ epoch: "3" }), /epoch "3"/],
-    ["an epoch past 2^53", '{"format":1,"gateway_id":"gw-a","epoch":9007199254740993,"isr":["gw-a"],"lease":null}', /epoch/],
+    [
+      "an epoch past 2^53",
+      '{"format":1,"gateway_id":"gw-a","epoch":9007199254740993,"isr":["gw-a"],"replicas":["gw-a"],"min_insync":1,"lease":null}',
+      /epoch/,
+    ],
+    ["no replicas", text({ replicas: [] }), /replicas must list/],
+    ["a duplicate replica", text({ replicas: ["gw-a", "gw-b", "gw-a"] }), /replicas lists a gateway twice/],
+    ["an isr member that is no replica", text({ replicas: ["gw-a", "gw-c"] }), /not one of the replicas/],
+    ["min_insync 0", text({ min_insync: 0 }), /min_insync 0/],
+    ["min_insync above the replicas", text({ min_insync: 4 }), /min_insync 4/],
     ["an empty isr", text({ isr: [] }), /isr must list/],
     ["a duplicate isr member", text({ isr: ["gw-a", "gw-b", "gw-b"] }), /twice/],
     ["an isr without the authority first", text({ isr: ["gw-b", "gw-a"] }), /start with the authority/],

@@ -3,10 +3,14 @@ import { isValidGatewayId } from "./keys.js";
 /**
  * The authority record of a coordinated room, kept in etcd at `<prefix>/rooms/<room_id>/authority`:
  *
- *     {"format":1,"gateway_id":"gw-a","epoch":3,"isr":["gw-a","gw-c"],"lease":"7587869214237040902"}
+ *     {"format":1,"gateway_id":"gw-a","epoch":3,"isr":["gw-a","gw-c"],"replicas":["gw-a","gw-b","gw-c"],
+ *      "min_insync":2,"lease":"7587869214237040902"}
  *
  * - `gateway_id`, `epoch`: the authority and its epoch (epochs only grow);
  * - `isr`: the in-sync replicas, the authority first; every acknowledged send is durable on each of them;
+ * - `replicas`: every gateway that holds the room, the authority included (fixed at creation; the
+ *   gateways listed find the rooms they follow here), sorted; `isr` is a subset of it;
+ * - `min_insync`: how many of them (the authority counts) must be in sync for sends to be accepted;
  * - `lease`: the etcd lease (decimal id) the authority holds it by; null once it released the room.
  *
  * The key itself carries no lease, so the epoch and the ISR survive the authority's death; whether the
@@ -19,6 +23,8 @@ export interface AuthorityRecord {
   gateway_id: string;
   epoch: number;
   isr: string[];
+  replicas: string[];
+  min_insync: number;
   lease: string | null;
 }
 
@@ -32,13 +38,15 @@ export function encodeAuthorityRecord(record: AuthorityRecord): string {
     gateway_id: record.gateway_id,
     epoch: record.epoch,
     isr: record.isr,
+    replicas: record.replicas,
+    min_insync: record.min_insync,
     lease: record.lease,
   });
 }
 
 export type RecordParse = { ok: true; record: AuthorityRecord } | { ok: false; problem: string };
 
-const FIELDS = new Set(["format", "gateway_id", "epoch", "isr", "lease"]);
+const FIELDS = new Set(["format", "gateway_id", "epoch", "isr", "replicas", "min_insync", "lease"]);
 
 export function parseAuthorityRecord(text: string): RecordParse {
   let value: unknown;
@@ -62,10 +70,27 @@ export function parseAuthorityRecord(text: string): RecordParse {
   const isr = raw.isr as string[];
   if (new Set(isr).size !== isr.length) return { ok: false, problem: "isr lists a gateway twice" };
   if (isr[0] !== raw.gateway_id) return { ok: false, problem: "isr must start with the authority" };
+  if (!Array.isArray(raw.replicas) || raw.replicas.length === 0 || raw.replicas.length > MAX_ISR || !raw.replicas.every(isValidGatewayId))
+    return { ok: false, problem: `replicas must list 1 to ${MAX_ISR} gateway ids` };
+  const replicas = raw.replicas as string[];
+  if (new Set(replicas).size !== replicas.length) return { ok: false, problem: "replicas lists a gateway twice" };
+  if (!isr.every((g) => replicas.includes(g))) return { ok: false, problem: "isr lists a gateway that is not one of the replicas" };
+  if (!Number.isSafeInteger(raw.min_insync) || (raw.min_insync as number) < 1 || (raw.min_insync as number) > replicas.length)
+    return { ok: false, problem: `min_insync ${JSON.stringify(raw.min_insync)} is not from 1 to the number of replicas` };
   if (raw.lease !== null && !(typeof raw.lease === "string" && LEASE_ID_RE.test(raw.lease))) {
     return { ok: false, problem: `lease ${JSON.stringify(raw.lease)} is neither null nor a decimal lease id` };
   }
-  return { ok: true, record: { gateway_id: raw.gateway_id, epoch: raw.epoch as number, isr: [...isr], lease: raw.lease as string | null } };
+  return {
+    ok: true,
+    record: {
+      gateway_id: raw.gateway_id,
+      epoch: raw.epoch as number,
+      isr: [...isr],
+      replicas: [...replicas],
+      min_insync: raw.min_insync as number,
+      lease: raw.lease as string | null,
+    },
+  };
 }
 
 /** The newest authority this gateway already knows for the room (from its own durable state or an earlier record). */

@@ -2,7 +2,14 @@ import { describe, expect, it } from "vitest";
 import { type ClaimInput, changeIsr, decideClaim, initialRecord, releaseRecord } from "./authority.js";
 import type { AuthorityRecord } from "./authority-record.js";
 
-const record: AuthorityRecord = { gateway_id: "A", epoch: 4, isr: ["A", "B", "C"], lease: "1" };
+const record: AuthorityRecord = {
+  gateway_id: "A",
+  epoch: 4,
+  isr: ["A", "B", "C"],
+  replicas: ["A", "B", "C", "D"],
+  min_insync: 2,
+  lease: "1",
+};
 
 describe("decideClaim", () => {
   const base: ClaimInput = { self: "B", selfLease: "2", mode: "automatic", record, recordLeaseAlive: false, localMaxEpoch: 4 };
@@ -71,6 +78,7 @@ describe("holder changes", () => {
   });
 
   it("a room's first record names its creator alone", () => {
-    expect(initialRecord("A", "1", 1)).toEqual({ gateway_id: "A", epoch: 1, isr: ["A"], lease: "1" });
+    expect(initialRecord("A", "1", 1)).toEqual({ gateway_id: "A", epoch: 1, isr: ["A"], replicas: ["A"], min_insync: 1, lease: "1" });
+    expect(initialRecord("A", "1", 1, { replicas: ["C", "B"], min_insync: 2 })).toMatchObject({ replicas: ["A", "B", "C"], min_insync: 2 });
   });
 });

@@ -26,6 +26,8 @@ export interface ClaimInput {
   recordLeaseAlive: boolean;
   /** Highest epoch for the room in any durable state of this gateway. */
   localMaxEpoch: number;
+  /** The room's replicas and min_insync as this gateway stored them: what an unclean promote writes when the record is gone. */
+  policy?: { replicas: readonly string[]; min_insync: number } | undefined;
 }
 
 export type ClaimRefusal = Refusal<"no_record" | "already_authority" | "lease_valid" | "not_in_isr">;
@@ -51,8 +53,10 @@ export function decideClaim(input: ClaimInput): ClaimDecision {
           (input.mode === "promote" ? " (promote --unclean writes a new one from this gateway's log)" : ""),
       );
     }
+    // The record is gone (etcd lost its data): the claimant's own copy of the policy says who holds
+    // the room, else it holds it alone (min_insync 1).
     const epoch = input.localMaxEpoch + 1;
-    return { kind: "claim", record: { gateway_id: self, epoch, isr: [self], lease: input.selfLease }, previous: null, unclean: true };
+    return { kind: "claim", record: initialRecord(self, input.selfLease, epoch, input.policy), previous: null, unclean: true };
   }
   const holder = { gateway_id: record.gateway_id, epoch: record.epoch };
   if (record.gateway_id === self && record.lease === input.selfLease && input.recordLeaseAlive) {
@@ -77,13 +81,26 @@ export function decideClaim(input: ClaimInput): ClaimDecision {
     );
   }
   const epoch = Math.max(record.epoch, input.localMaxEpoch) + 1;
+  // The dead authority leaves the ISR, unless it is the claimant itself (restarted with a new lease).
   const isr = [self, ...record.isr.filter((g) => g !== self && g !== record.gateway_id)];
-  return { kind: "claim", record: { gateway_id: self, epoch, isr, lease: input.selfLease }, previous: holder, unclean: !inIsr };
+  const replicas = record.replicas.includes(self) ? record.replicas : [...record.replicas, self].sort();
+  return {
+    kind: "claim",
+    record: { gateway_id: self, epoch, isr, replicas, min_insync: record.min_insync, lease: input.selfLease },
+    previous: holder,
+    unclean: !inIsr,
+  };
 }
 
-/** The first record of a room, written by its creator (the write expects no key). */
-export function initialRecord(self: string, selfLease: string, epoch: number): AuthorityRecord {
-  return { gateway_id: self, epoch, isr: [self], lease: selfLease };
+/** The first record of a room, written by its creator (the write expects no key). `replicas` includes the creator. */
+export function initialRecord(
+  self: string,
+  selfLease: string,
+  epoch: number,
+  policy: { replicas: readonly string[]; min_insync: number } = { replicas: [self], min_insync: 1 },
+): AuthorityRecord {
+  const replicas = [...new Set([self, ...policy.replicas])].sort();
+  return { gateway_id: self, epoch, isr: [self], replicas, min_insync: policy.min_insync, lease: selfLease };
 }
 
 /** Whether this gateway, holding `selfLease`, is the authority the record names under that lease. */
@@ -107,7 +124,7 @@ function notHolder(record: AuthorityRecord, self: string): Refusal<"not_holder">
 /** The authority records a new ISR (same epoch). The authority stays first. */
 export function changeIsr(record: AuthorityRecord, self: string, selfLease: string, isr: readonly string[]): HolderChange {
   if (!holdsRecord(record, self, selfLease)) return notHolder(record, self);
-  return { kind: "write", record: { ...record, isr: [self, ...isr.filter((g) => g !== self)] } };
+  return { kind: "write", record: { ...record, isr: [self, ...isr.filter((g) => g !== self && record.replicas.includes(g))] } };
 }
 
 /**

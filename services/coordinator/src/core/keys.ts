@@ -1,4 +1,4 @@
-import { HermesError, isValidId } from "@hermes/common/pure";
+import { GATEWAY_ID_RULE, HermesError, isValidGatewayId, isValidId } from "@hermes/common/pure";
 
 /**
  * The key layout of one coordinated mesh in etcd, all under one prefix:
@@ -8,13 +8,8 @@ import { HermesError, isValidId } from "@hermes/common/pure";
  *     <prefix>/singletons/<name>               {gateway_id}, under the holder's lease
  */
 
-/** Gateway ids: what a gateway accepts for its own id (letters, digits, '.', '_', '-'; 1-64). */
-export const GATEWAY_ID_RULE = "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$";
-const GATEWAY_ID_RE = new RegExp(GATEWAY_ID_RULE);
-
-export function isValidGatewayId(id: unknown): id is string {
-  return typeof id === "string" && GATEWAY_ID_RE.test(id);
-}
+/** Gateway ids: what a gateway accepts for its own id (the shared rule). */
+export { GATEWAY_ID_RULE, isValidGatewayId };
 
 const PREFIX_SEGMENT_RE = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -38,6 +33,10 @@ export interface CoordinatorKeys {
   /** The gateway id of a key under `gatewaysPrefix`, or null for any other key. */
   gatewayIdOf(key: string): string | null;
   authority(roomId: string): string;
+  /** Where every room's record lives: `<prefix>/rooms/`. */
+  roomsPrefix: string;
+  /** The room id of an authority record's key, or null for any other key. */
+  roomIdOf(key: string): string | null;
   singleton(name: string): string;
 }
 
@@ -54,6 +53,11 @@ export function coordinatorKeys(prefix: string): CoordinatorKeys {
       return isValidGatewayId(id) ? id : null;
     },
     authority: (roomId) => `${base}/rooms/${checked(roomId, isValidId, "room id")}/authority`,
+    roomsPrefix: `${base}/rooms/`,
+    roomIdOf: (key) => {
+      const match = key.startsWith(`${base}/rooms/`) ? /^([^/]+)\/authority$/.exec(key.slice(base.length + 7)) : null;
+      return match && isValidId(match[1]!) ? match[1]! : null;
+    },
     singleton: (name) => `${base}/singletons/${checked(name, isValidId, "singleton name")}`,
   };
 }

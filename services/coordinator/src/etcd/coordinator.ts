@@ -1,7 +1,13 @@
 import { HermesError } from "@hermes/common/client";
 import type { Etcd3, IKeyValue, ITxnResponse } from "etcd3";
-import { type ClaimMode, type ClaimRefusal, decideClaim } from "../core/authority.js";
-import { type AuthorityRecord, encodeAuthorityRecord, parseAuthorityRecord } from "../core/authority-record.js";
+import { type ClaimInput, type ClaimMode, type ClaimRefusal, decideClaim } from "../core/authority.js";
+import {
+  type AuthorityRecord,
+  assessAuthorityRecord,
+  encodeAuthorityRecord,
+  type KnownAuthority,
+  parseAuthorityRecord,
+} from "../core/authority-record.js";
 import { refuse } from "../core/decision.js";
 import { type CoordinatorKeys, coordinatorKeys, isValidGatewayId } from "../core/keys.js";
 import { DEFAULT_SAFETY_MARGIN, type LeaseStatus, leasePolicy } from "../core/lease.js";
@@ -28,6 +34,8 @@ export interface CoordinatorOptions {
   now?: () => number;
   /** Background failures (a re-registration after a new lease, a watch restart); silent by default. */
   onBackgroundError?: (err: HermesError) => void;
+  /** Each answered lease keep-alive, with its round trip in seconds. */
+  onLeaseRenewed?: (seconds: number) => void;
 }
 
 /** A key as read: its text (null when missing) and its `mod_revision` ("0" when missing). */
@@ -111,7 +119,7 @@ export class Coordinator {
     const policy = leasePolicy(options.leaseTtlSeconds, options.safetyMargin ?? DEFAULT_SAFETY_MARGIN);
     const callTimeoutMs = options.callTimeoutMs ?? Math.min(5000, Math.max(250, policy.ttlMs / 4));
     const client = createEtcdClient({ endpoints: options.endpoints, callTimeoutMs });
-    const lease = new LeaseKeeper(client, policy, options.now ?? (() => performance.now()));
+    const lease = new LeaseKeeper(client, policy, options.now ?? (() => performance.now()), options.onLeaseRenewed);
     const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     const started = performance.now();
     for (;;) {
@@ -124,7 +132,8 @@ export class Coordinator {
           const detail = err instanceof Error ? err.message : String(err);
           throw new HermesError(
             "coordinator_unavailable",
-            `cannot reach the coordinator (etcd at ${options.endpoints.join(", ")}) within ${connectTimeoutMs} ms: ${detail}. ` +
+            // The detail in parentheses: a transport's wording (grpc-js's "Resolution note: …") ends at the parenthesis, never eating the advice.
+            `cannot reach the coordinator (etcd at ${options.endpoints.join(", ")}) within ${connectTimeoutMs} ms (${detail}). ` +
               "Start etcd (Debian package etcd-server), or fix coordinator.etcd.endpoints (HERMES_COORDINATOR), or remove the coordinator setting to run without one.",
             { data: { endpoints: [...options.endpoints] }, cause: err },
           );
@@ -138,16 +147,36 @@ export class Coordinator {
     return this.lease.status();
   }
 
-  /** The lease id, when the lease is valid by this process's clock; else `lease_lost`. */
+  /**
+   * The lease id, when the lease is valid by this process's clock; else `coordinator_unavailable`
+   * when etcd did not answer the last renewal (what to fix is etcd), or `lease_lost`.
+   */
   requireLease(): string {
     const status = this.lease.status();
     if (status.phase !== "valid" || status.leaseId === null) {
+      if (!this.lease.etcdAnswering()) {
+        throw new HermesError(
+          "coordinator_unavailable",
+          `gateway ${this.gatewayId} cannot reach the coordinator (etcd at ${this.endpoints.join(", ")}) and its lease is past its safe deadline; it acts on nothing that needs the coordinator until etcd answers again`,
+          { data: { endpoints: [...this.endpoints], lease: status.phase } },
+        );
+      }
       throw new HermesError(
         "lease_lost",
         `gateway ${this.gatewayId} holds no valid coordinator lease (${status.phase}); it acts on nothing until it has one`,
       );
     }
     return status.leaseId;
+  }
+
+  /** The lease id once it is valid, waiting for a renewal until `deadline` (monotonic); then `lease_lost`. */
+  private async validLease(deadline: number): Promise<string> {
+    for (;;) {
+      const status = this.lease.status();
+      if (status.phase === "valid" && status.leaseId !== null) return status.leaseId;
+      if (performance.now() > deadline || this.closed) return this.requireLease();
+      await new Promise((r) => setTimeout(r, 50));
+    }
   }
 
   onLeaseChange(listener: (change: LeaseChange) => void): () => void {
@@ -177,7 +206,8 @@ export class Coordinator {
     const waitUntil = performance.now() + this.options.leaseTtlSeconds * 1000 + 1000;
     const put = (leaseId: string) => this.client.put(key).value(encodeRegistration(registration)).lease(leaseId);
     for (;;) {
-      const leaseId = this.requireLease();
+      // A start that kept the event loop busy past the lease's safe deadline has a lease again after its next renewal.
+      const leaseId = await this.validLease(waitUntil);
       // No registration yet, or ours under this lease (etcd has no OR in a compare, so two tries).
       const fresh = await this.registrationTxn(() =>
         this.client.if(key, "Create", "==", 0).then(put(leaseId)).else(this.client.get(key)).commit(),
@@ -258,9 +288,14 @@ export class Coordinator {
 
   /** Whether etcd still holds the lease (a lease that expired never comes back). */
   async leaseAlive(leaseId: string): Promise<boolean> {
-    if (!/^[1-9][0-9]*$/.test(leaseId)) return false;
+    return (await this.leaseTtlMs(leaseId)) > 0;
+  }
+
+  /** What etcd says is left of a lease, in ms (whole seconds; 0 when it is gone). */
+  async leaseTtlMs(leaseId: string): Promise<number> {
+    if (!/^[1-9][0-9]*$/.test(leaseId)) return 0;
     const res = await this.call("checking a lease", () => this.client.leaseClient.leaseTimeToLive({ ID: leaseId }));
-    return Number(res.TTL) > 0;
+    return Math.max(0, Number(res.TTL)) * 1000;
   }
 
   // --- authority records --------------------------------------------------------------------------
@@ -268,6 +303,39 @@ export class Coordinator {
   async readAuthority(roomId: string): Promise<AuthorityRead> {
     const res = await this.call("reading an authority record", () => this.client.get(this.keys.authority(roomId)).exec());
     return authorityRead(res.kvs[0] ?? null);
+  }
+
+  /** Every room's authority record (as read: invalid ones with their problem). */
+  async authorities(): Promise<Map<string, AuthorityRead>> {
+    const res = await this.call("listing authority records", () => this.client.getAll().prefix(this.keys.roomsPrefix).exec());
+    const found = new Map<string, AuthorityRead>();
+    for (const kv of res.kvs) {
+      const roomId = this.keys.roomIdOf(kv.key.toString("utf8"));
+      if (roomId) found.set(roomId, authorityRead(kv));
+    }
+    return found;
+  }
+
+  /**
+   * Calls `onRecord(roomId, read)` for every change of any room's record (a deleted one as a missing
+   * key), and `onResync` when the watch (re)started and may have missed changes (re-read them all).
+   */
+  async watchAuthorities(onRecord: (roomId: string, read: AuthorityRead) => void, onResync: () => void): Promise<WatchHandle> {
+    const roomOf = (kv: IKeyValue) => this.keys.roomIdOf(kv.key.toString("utf8"));
+    return this.watch(
+      { prefix: this.keys.roomsPrefix },
+      {
+        onPut: (kv) => {
+          const roomId = roomOf(kv);
+          if (roomId) onRecord(roomId, authorityRead(kv));
+        },
+        onDelete: (kv) => {
+          const roomId = roomOf(kv);
+          if (roomId) onRecord(roomId, authorityRead(null));
+        },
+        onResync,
+      },
+    );
   }
 
   /**
@@ -310,7 +378,10 @@ export class Coordinator {
    * the claim by compare-and-swap. `localMaxEpoch` is the highest epoch for the room in this
    * gateway's own durable state. Manual promotes go through here too, so they cannot race a failover.
    */
-  async claimAuthority(roomId: string, input: { mode: ClaimMode; localMaxEpoch: number }): Promise<ClaimOutcome> {
+  async claimAuthority(
+    roomId: string,
+    input: { mode: ClaimMode; localMaxEpoch: number; known?: KnownAuthority | null; policy?: ClaimInput["policy"] },
+  ): Promise<ClaimOutcome> {
     const status = this.lease.status();
     if (status.phase !== "valid" || status.leaseId === null) {
       return refuse("lease_lost", "lease_lost", `gateway ${this.gatewayId} holds no valid coordinator lease; it claims nothing`);
@@ -326,6 +397,14 @@ export class Coordinator {
         },
       );
     }
+    // A record below (or beside) what this gateway knows is hand-made: never build a claim on it.
+    const assessed = read.text === null || input.known === undefined ? null : assessAuthorityRecord(input.known, read.text);
+    if (assessed?.kind === "refuse") {
+      return refuse("record_invalid", "refused", `room ${roomId}: ${assessed.message}; refusing to act on it`, {
+        room_id: roomId,
+        problem: assessed.problem,
+      });
+    }
     const recordLeaseAlive = read.record?.lease ? await this.leaseAlive(read.record.lease) : false;
     const decision = decideClaim({
       self: this.gatewayId,
@@ -334,6 +413,7 @@ export class Coordinator {
       record: read.record,
       recordLeaseAlive,
       localMaxEpoch: input.localMaxEpoch,
+      policy: input.policy,
     });
     if (decision.kind === "refuse") return decision;
     const written = await this.writeAuthority(roomId, read.modRevision, decision.record);

@@ -23,17 +23,26 @@ export class LeaseKeeper {
   private readonly listeners = new Set<(change: LeaseChange) => void>();
   private stopped = false;
   private attempt: Promise<void> | null = null;
+  /** The last grant or keep-alive got no answer from etcd (unreachable, or no majority). */
+  private unanswered = false;
 
   constructor(
     private readonly client: Etcd3,
     policy: LeasePolicy,
     private readonly now: () => number,
+    /** Each answered keep-alive: its round trip in seconds (a metric). */
+    private readonly renewed: (seconds: number) => void = () => undefined,
   ) {
     this.clock = new LeaseClock(policy, now);
   }
 
   status(): LeaseStatus {
     return this.clock.status();
+  }
+
+  /** Whether etcd answered the last renewal attempt (a lease lost for want of an answer is an unreachable coordinator). */
+  etcdAnswering(): boolean {
+    return !this.unanswered;
   }
 
   onChange(listener: (change: LeaseChange) => void): () => void {
@@ -96,10 +105,13 @@ export class LeaseKeeper {
         this.clock.granted(ticket, String(res.ID), Number(res.TTL));
       } else {
         const ttl = await this.keepAliveOnce(ticket.leaseId, timeoutMs);
+        this.renewed((this.now() - ticket.sentAt) / 1000);
         if (ttl > 0) this.clock.granted(ticket, ticket.leaseId, ttl);
         else this.clock.gone(ticket.leaseId);
       }
+      this.unanswered = false;
     } catch {
+      this.unanswered = true;
       this.clock.failed(ticket);
     }
   }

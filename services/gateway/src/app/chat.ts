@@ -35,6 +35,10 @@ export interface TurnInput {
   origin?: Omit<RoutingOrigin, "profile"> | undefined;
   /** The parent channel of `origin`'s chat (thread → channel), for the channel-override lookup. */
   parent_id?: string | undefined;
+  /** Where the channel-override lookup starts, when the platform's override keys are not its origin's ids (Telegram's `chat:topic`). */
+  location?: ChatLocation | undefined;
+  /** Called when the turn leaves the session's queue and starts (a platform shows "typing…" from then on). */
+  onStart?: (() => void) | undefined;
   signal?: AbortSignal;
 }
 
@@ -49,9 +53,9 @@ export interface TurnOutput {
   tool_calls: number;
 }
 
-/** What message_agent needs (the delivery outbox and roster): queue a delivery on behalf of a bot, ack at once. */
+/** What message_agent needs (the delivery service and roster): queue a delivery on behalf of a bot, ack once it is committed. */
 export interface MessageAgentHost {
-  send(from: string, target: string, message: string): { status: "queued"; delivery_id: string };
+  send(from: string, target: string, message: string): Promise<{ status: "queued"; delivery_id: string }>;
   /** The teammate roster of a bot's canonical Bot Chat. */
   roster(profile: string): RosterEntry[];
 }
@@ -239,10 +243,11 @@ export class ChatService {
     // A renamed profile whose identity migration is unfinished gets no new rows until it is.
     this.deps.profiles.assertIdentitySettled(profile);
     const session = this.session(profile, input);
-    const location = input.origin ? locationOf(input.origin, input.parent_id) : undefined;
-    return this.exclusive(session.session_id, () =>
-      this.runLocked(profile, session, input.text, { signal: input.signal, location, commands: true, obligation: true }),
-    );
+    const location = input.location ?? (input.origin ? locationOf(input.origin, input.parent_id) : undefined);
+    return this.exclusive(session.session_id, () => {
+      input.onStart?.();
+      return this.runLocked(profile, session, input.text, { signal: input.signal, location, commands: true, obligation: true });
+    });
   }
 
   /** Runs `fn` in the session's lane: after the turns queued before it, before the ones queued after. */
@@ -266,6 +271,24 @@ export class ChatService {
         }
       });
     });
+  }
+
+  /** The newest messages of a profile's canonical Bot Chat, oldest first (the console's Bot Chat view). */
+  botChatHistory(profileName: string, limit: number): TranscriptMessage[] {
+    const profile = this.deps.profiles.resolve(profileName);
+    const session = this.deps.sessions.botChat(profile);
+    return new TranscriptStore(this.deps.profileDbs.get(profile)).list(session.session_id, limit);
+  }
+
+  /** Profiles with work running in one of their sessions now (a chat, delivery or room turn): "active now". */
+  activeProfiles(): Set<string> {
+    const active = new Set<string>();
+    for (const [sessionId, lane] of this.lanes) {
+      if (lane.pending === 0) continue;
+      const session = this.deps.sessions.store.byId(sessionId);
+      if (session) active.add(session.profile_name);
+    }
+    return active;
   }
 
   private assertRunning(): void {
@@ -415,7 +438,7 @@ export class ChatService {
         conversation.push({ role: "assistant", content: assistantText, tool_calls: result.tool_calls });
         stored.push({ role: "assistant", content: assistantText, meta: { ...meta, tool_calls: result.tool_calls }, created_at: now() });
         for (const call of result.tool_calls) {
-          const content = this.runTool(profile, tools, call, effects);
+          const content = await this.runTool(profile, tools, call, effects);
           conversation.push({ role: "tool", tool_call_id: call.id, name: call.name, content });
           stored.push({ role: "tool", content, meta: { tool_call_id: call.id, name: call.name }, created_at: now() });
         }
@@ -480,13 +503,13 @@ export class ChatService {
   }
 
   /** Executes one tool call; the result (or a typed error) goes back to the model as JSON. */
-  private runTool(profile: string, offered: readonly ToolSpec[], call: ToolCall, effects: { tool_calls: number }): string {
+  private async runTool(profile: string, offered: readonly ToolSpec[], call: ToolCall, effects: { tool_calls: number }): Promise<string> {
     try {
       if (call.name !== MESSAGE_AGENT_TOOL_NAME || !offered.some((t) => t.name === call.name) || !this.host) {
         throw new HermesError("method_not_found", `tool ${call.name} is not available in this chat`);
       }
       const args = parseMessageAgentArgs(call.arguments);
-      const ack = this.host.send(profile, args.target, args.message);
+      const ack = await this.host.send(profile, args.target, args.message);
       effects.tool_calls++;
       return JSON.stringify(ack);
     } catch (err) {

@@ -15,6 +15,9 @@ import {
   validateConfig,
 } from "@hermes/common";
 import { z } from "zod";
+import { DESCRIPTION_MAX, TITLE_MAX } from "../core/botmode/profile-meta.js";
+import { messageLength } from "../core/delivery/envelope.js";
+import { telegramPlatformSchema } from "../core/telegram/config.js";
 import type { HermesHome } from "../store/home.js";
 
 const hostPort = z.string().refine((v) => {
@@ -41,6 +44,11 @@ const channelOverride = z
   .object({ model: z.string().min(1).optional(), provider: z.string().min(1).optional(), system_prompt: z.string().optional() })
   .strict();
 
+/** `platforms.<name>` in a profile's config.yaml: its channel overrides (a platform's own settings live in the gateway's). */
+const platformSection = z
+  .object({ channel_overrides: z.record(z.string(), channelOverride).optional(), enabled: z.boolean().optional() })
+  .strict();
+
 const providerEntry = z
   .object({
     base_url: z.url(),
@@ -55,8 +63,15 @@ const providerEntry = z
 /** The model keys a profile's config.yaml holds; the gateway-wide config.yaml gives defaults. */
 export const modelConfigSchema = z
   .object({
-    title: z.string().max(200).optional(),
-    description: z.string().max(2000).optional(),
+    // Counted in characters (code points), as profiles.update counts them (profile-meta.ts).
+    title: z
+      .string()
+      .refine((v) => messageLength(v) <= TITLE_MAX, `at most ${TITLE_MAX} characters`)
+      .optional(),
+    description: z
+      .string()
+      .refine((v) => messageLength(v) <= DESCRIPTION_MAX, `at most ${DESCRIPTION_MAX} characters`)
+      .optional(),
     model: z.string().min(1).optional(),
     provider: z.string().min(1).optional(),
     providers: z.record(z.string(), providerEntry).optional(),
@@ -64,12 +79,7 @@ export const modelConfigSchema = z
     soul: z.string().max(64_000).optional(),
     /** A per-turn prompt for every chat; a channel override's system_prompt replaces it (never stored in history). */
     ephemeral_system_prompt: z.string().max(64_000).optional(),
-    platforms: z
-      .record(
-        z.string(),
-        z.object({ channel_overrides: z.record(z.string(), channelOverride).optional(), enabled: z.boolean().optional() }).strict(),
-      )
-      .optional(),
+    platforms: z.record(z.string(), platformSection).optional(),
   })
   .strict();
 
@@ -78,6 +88,8 @@ export type ModelConfig = z.infer<typeof modelConfigSchema>;
 /** HERMES_HOME/config.yaml: the gateway section plus profile defaults. */
 export const gatewayConfigSchema = modelConfigSchema
   .extend({
+    /** The gateway runs the platforms' bots: `platforms.telegram` holds the bot's settings besides its channel overrides. */
+    platforms: z.object({ telegram: telegramPlatformSchema.optional() }).catchall(platformSection).optional(),
     gateway: z
       .object({
         id: z
@@ -138,6 +150,31 @@ export const gatewayConfigSchema = modelConfigSchema
       })
       .strict()
       .optional(),
+    /** The coordinated mesh (etcd): quorum rooms, leased authority, automatic failover. */
+    coordinator: z
+      .object({
+        etcd: z
+          .object({
+            endpoints: z.array(z.string().min(1)).min(1),
+            prefix: z.string().min(1).optional(),
+            lease_ttl_seconds: z.number().int().min(1).max(3600).optional(),
+          })
+          .strict(),
+        /** The part of the TTL an authority does not rely on (0.05-0.5). */
+        safety_margin: z.number().min(0.05).max(0.5).optional(),
+        /** A replica further behind than this leaves the in-sync set. */
+        max_lag: z
+          .object({ events: z.number().int().min(0).max(1_000_000).optional(), seconds: z.number().positive().max(3600).optional() })
+          .strict()
+          .optional(),
+      })
+      .strict()
+      .optional(),
+    /** How the other gateways of the coordinated mesh reach this one (grpc://host:port). */
+    advertise_url: z
+      .string()
+      .regex(/^grpcs?:\/\/[^/\s]+$/, "grpc://host:port or grpcs://host:port")
+      .optional(),
     /** Bot-to-bot delivery. */
     delivery: z
       .object({
@@ -179,7 +216,21 @@ export interface GatewaySettings {
   agents: AgentSettings;
   delivery: DeliverySettings;
   rooms: RoomsConfig;
+  /** Set when a coordinator is configured (`coordinator.etcd`, HERMES_COORDINATOR, --coordinator). */
+  coordinator?: CoordinatorSettings;
+  /** The key gateways of the coordinated mesh call each other with (HERMES_MESH_KEY); also accepted like an API key. */
+  meshKey?: string;
   file: GatewayConfigFile;
+}
+
+export interface CoordinatorSettings {
+  endpoints: string[];
+  prefix: string;
+  leaseTtlSeconds: number;
+  safetyMargin: number;
+  maxLag: { events: number; ms: number };
+  /** From advertise_url / HERMES_ADVERTISE_URL / --advertise; else the gRPC listen address (when not a wildcard). */
+  advertiseUrl?: string;
 }
 
 /** Rooms settings (`rooms:` in config.yaml). */
@@ -216,6 +267,9 @@ export interface SettingsOverrides {
   relayUrl?: string;
   relayKey?: string;
   relayConnection?: string;
+  /** `etcd://h1:2379,h2:2379` (or http:// URLs, comma-separated). */
+  coordinator?: string;
+  advertise?: string;
 }
 
 export const DEFAULT_GRPC = "127.0.0.1:7440";
@@ -237,6 +291,8 @@ export function loadProfileConfig(home: HermesHome, profile: string): ModelConfi
       agents: _a,
       delivery: _d,
       rooms: _rooms,
+      coordinator: _c,
+      advertise_url: _u,
       ...model
     } = loadGatewayConfigFile(home);
     return model;
@@ -260,6 +316,26 @@ function parseOriginList(value: string): string[] {
 }
 
 /**
+ * `etcd://h1:2379,h2:2379` → ["http://h1:2379", "http://h2:2379"]; a comma-separated list of
+ * http(s):// URLs is taken as it is.
+ */
+export function parseCoordinatorUrl(value: string, where: string): string[] {
+  const trimmed = value.trim();
+  const parts = trimmed.startsWith("etcd://") ? trimmed.slice("etcd://".length).split(",") : trimmed.split(",");
+  const endpoints = parts
+    .map((p) => p.trim())
+    .filter((p) => p.length > 0)
+    .map((p) => (trimmed.startsWith("etcd://") ? `http://${p}` : p));
+  if (endpoints.length === 0 || !endpoints.every((e) => /^https?:\/\/[^/\s]+$/.test(e))) {
+    throw new HermesError(
+      "invalid_config",
+      `${where}: ${JSON.stringify(value)} is not etcd://host:port[,host:port…] (or http://host:port URLs, comma-separated)`,
+    );
+  }
+  return endpoints;
+}
+
+/**
  * Merges config.yaml, environment (HERMES_GATEWAY_ID, HERMES_GRPC, HERMES_HTTP, API_SERVER_KEY,
  * HERMES_RELAY_URL, HERMES_RELAY_KEY, HERMES_RELAY_CONNECTION, HERMES_HTTP_ALLOWED_ORIGINS, also
  * read from HERMES_HOME/.env) and command-line flags, in that order of increasing precedence. Every
@@ -274,7 +350,20 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
   const http = overrides.http ?? fromEnv("HERMES_HTTP") ?? g.http ?? DEFAULT_HTTP;
   const envKey = fromEnv("API_SERVER_KEY");
   if (envKey) assertApiKey(envKey, `API_SERVER_KEY (${env.API_SERVER_KEY !== undefined ? "environment" : home.envFile})`);
-  const apiKeys = [envKey, g.api_key].filter((k): k is string => typeof k === "string" && k.length > 0);
+  const meshKey = fromEnv("HERMES_MESH_KEY") || undefined;
+  if (meshKey) assertApiKey(meshKey, `HERMES_MESH_KEY (${env.HERMES_MESH_KEY !== undefined ? "environment" : home.envFile})`);
+  const apiKeys = [envKey, g.api_key, meshKey].filter((k): k is string => typeof k === "string" && k.length > 0);
+  const coordinatorUrl = overrides.coordinator ?? fromEnv("HERMES_COORDINATOR");
+  const endpoints = coordinatorUrl
+    ? parseCoordinatorUrl(coordinatorUrl, overrides.coordinator ? "--coordinator" : "HERMES_COORDINATOR")
+    : file.coordinator?.etcd.endpoints;
+  const advertiseUrl = overrides.advertise ?? fromEnv("HERMES_ADVERTISE_URL") ?? file.advertise_url;
+  if (advertiseUrl !== undefined && !/^grpcs?:\/\/[^/\s]+$/.test(advertiseUrl)) {
+    throw new HermesError(
+      "invalid_config",
+      `the advertise URL ${JSON.stringify(advertiseUrl)} is not grpc://host:port or grpcs://host:port`,
+    );
+  }
   const relayUrl = overrides.relayUrl ?? fromEnv("HERMES_RELAY_URL") ?? file.relay?.url;
   const relayKey = overrides.relayKey ?? fromEnv("HERMES_RELAY_KEY") ?? file.relay?.key;
   const relayConnection = overrides.relayConnection ?? fromEnv("HERMES_RELAY_CONNECTION") ?? file.relay?.connection;
@@ -321,6 +410,22 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
       followMaxBackoffMs: (file.rooms?.follow_max_backoff_seconds ?? 30) * 1000,
       maxAppendsPerCommit: file.rooms?.max_appends_per_commit ?? 1000,
     },
+    ...(endpoints
+      ? {
+          coordinator: {
+            endpoints,
+            prefix: file.coordinator?.etcd.prefix ?? "/hermes",
+            leaseTtlSeconds: file.coordinator?.etcd.lease_ttl_seconds ?? 10,
+            safetyMargin: file.coordinator?.safety_margin ?? 0.2,
+            maxLag: {
+              events: file.coordinator?.max_lag?.events ?? 1000,
+              ms: (file.coordinator?.max_lag?.seconds ?? 10) * 1000,
+            },
+            ...(advertiseUrl ? { advertiseUrl } : {}),
+          },
+        }
+      : {}),
+    ...(meshKey ? { meshKey } : {}),
     file,
   };
 }

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { DEFAULT_PROFILE, HermesError, readEnvFile, readYamlFile, validateConfig } from "@hermes/common";
 import { type Document, parseDocument } from "yaml";
 import type { ChannelOverride, GlobalModelConfig, PlatformsConfig } from "../core/models/channel-overrides.js";
+import { metaOf, profileMetaFile, readProfileMetaFile } from "../store/botmode-files.js";
 import type { HermesHome } from "../store/home.js";
 import { type GatewayConfigFile, gatewayConfigSchema, type ModelConfig, modelConfigSchema } from "./config.js";
 
@@ -129,11 +130,10 @@ export class ModelConfigSource {
     return this.files.get(file, (f) => readEnvFile(f));
   }
 
+  /** The profile.yaml rule (profile-meta.ts): a valid display name, else the profile name. */
   private displayName(profile: string): string {
-    const meta = this.files.get(join(this.home.profileDir(profile), "profile.yaml"), (f) => readYamlFile(f)) as {
-      display_name?: unknown;
-    };
-    return typeof meta?.display_name === "string" && meta.display_name.length > 0 ? meta.display_name : profile;
+    const meta = this.files.get(profileMetaFile(this.home, profile), () => metaOf(readProfileMetaFile(this.home, profile)).meta);
+    return meta.display_name ?? profile;
   }
 
   forProfile(profile: string): ProfileModelConfig {

@@ -1,5 +1,5 @@
 import { DEFAULT_PROFILE, HermesError, validateConfig } from "@hermes/common";
-import { parse as parseYaml } from "yaml";
+import { type Document, parse as parseYaml } from "yaml";
 import { type ConfigEdit, type ProfileSettings, planProfileSettings } from "../core/models/profile-settings.js";
 import type { HermesHome } from "../store/home.js";
 import { providerKeyEnv } from "./agents.js";
@@ -38,16 +38,9 @@ export function setProfileSettings(
   const source = new ModelConfigSource(home, env);
   const before = source.forProfile(profile);
   const edits = planProfileSettings(settings, before.global.provider ?? "local");
-  const file = profileConfigFile(home, profile);
-  const doc = readConfigDocument(file);
-  for (const edit of edits) doc.setIn(edit.path, edit.value);
-  const text = doc.toString();
-  // Checked as plain values (the document keeps long integers exact as BigInt, which no schema expects).
-  const own: ModelConfig = validateConfig(
-    profile === DEFAULT_PROFILE ? gatewayConfigSchema : modelConfigSchema,
-    parseYaml(text) ?? {},
-    file,
-  );
+  const { file, text, own } = editProfileConfig(home, profile, (doc) => {
+    for (const edit of edits) doc.setIn(edit.path, edit.value);
+  });
   const provider = own.provider ?? before.global.provider ?? "local";
   const entry = provider === "local" ? undefined : endpointOf(provider, { ...before.providers, ...own.providers }, file);
   home.writeFile(file, text);
@@ -62,6 +55,31 @@ export function setProfileSettings(
     api_key_env: keyEnv,
     key_set: keyEnv !== null && (source.forProfile(profile).secret(keyEnv) ?? "") !== "",
   };
+}
+
+/** A config.yaml edited in memory and checked: the text to write (comments kept) and what it holds. */
+export interface ConfigEditPlan {
+  file: string;
+  text: string;
+  own: ModelConfig;
+}
+
+/**
+ * Edits a profile's config.yaml as a document (comments and other keys kept) and validates the
+ * result against its schema; nothing is written, so the caller can check more before it writes `text`.
+ */
+export function editProfileConfig(home: HermesHome, profile: string, edit: (doc: Document) => void): ConfigEditPlan {
+  const file = profileConfigFile(home, profile);
+  const doc = readConfigDocument(file);
+  edit(doc);
+  const text = doc.toString();
+  // Checked as plain values (the document keeps long integers exact as BigInt, which no schema expects).
+  const own: ModelConfig = validateConfig(
+    profile === DEFAULT_PROFILE ? gatewayConfigSchema : modelConfigSchema,
+    parseYaml(text) ?? {},
+    file,
+  );
+  return { file, text, own };
 }
 
 function endpointOf(provider: string, providers: NonNullable<ModelConfig["providers"]>, file: string) {

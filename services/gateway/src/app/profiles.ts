@@ -11,7 +11,10 @@ import {
   readYamlFile,
   toHermesError,
 } from "@hermes/common";
+import { clonedLook, metaAfterRename, type ProfileMetaView, profileMetaView } from "../core/botmode/profile-meta.js";
+import type { Section } from "../core/botmode/sections.js";
 import { botChatOrigin, routingKey } from "../core/identity/routing-key.js";
+import { metaOf, patchProfileMetaFile, readProfileMetaFile, sectionsForDisplay, writeProfileMeta } from "../store/botmode-files.js";
 import type { ProfileDatabases } from "../store/gateway-store.js";
 import type { HermesHome } from "../store/home.js";
 import { purgeProfileState, rekeyProfileState, type TableCounts } from "../store/identity-store.js";
@@ -31,6 +34,13 @@ export interface ProfileInfo {
   aliases: string[];
   bot_chat_session_id: string;
   is_default: boolean;
+  /** Bot Mode metadata (profile.yaml): hidden, section, avatar, ui_meta, and problems of the file. */
+  meta: ProfileMetaInfo;
+}
+
+/** The metadata view, with the name of the bot's section for display. */
+export interface ProfileMetaInfo extends ProfileMetaView {
+  section_name: string | null;
 }
 
 export interface CreateProfileOptions {
@@ -73,7 +83,6 @@ export interface ProfileEventMap {
   changed: [change: ProfileChange];
 }
 
-const DISPLAY_NAME_MAX = 64;
 /** Left in a renamed profile's folder while its identity migration is unfinished; holds the old name. */
 const PENDING_MIGRATION_FILE = ".identity-migration-pending";
 /** Files copied by --clone-from: configuration and persona; never sessions or transcripts. */
@@ -112,7 +121,8 @@ export class ProfileService {
   }
 
   list(): ProfileInfo[] {
-    return this.names().map((n) => this.info(n));
+    const { sections } = sectionsForDisplay(this.home);
+    return this.names().map((n) => this.info(n, sections));
   }
 
   /**
@@ -135,19 +145,23 @@ export class ProfileService {
     return this.info(this.resolve(nameOrAlias));
   }
 
-  private displayName(name: string): string {
-    const file = join(this.home.profileDir(name), "profile.yaml");
-    const meta = readYamlFile(file) as { display_name?: unknown };
-    return typeof meta?.display_name === "string" && meta.display_name.length > 0 ? meta.display_name : name;
+  private metaInfo(name: string, sections: readonly Section[]): ProfileMetaInfo {
+    const view = profileMetaView(
+      metaOf(readProfileMetaFile(this.home, name)),
+      name,
+      sections.map((s) => s.id),
+    );
+    return { ...view, section_name: sections.find((s) => s.id === view.section)?.name ?? null };
   }
 
-  private info(name: string): ProfileInfo {
+  private info(name: string, sections = sectionsForDisplay(this.home).sections): ProfileInfo {
     const own = loadProfileConfig(this.home, name);
+    const meta = this.metaInfo(name, sections);
     const global = name === DEFAULT_PROFILE ? own : loadGatewayConfigFile(this.home);
     const aliases = aliasesOf(this.db, name);
     return {
       name,
-      display_name: this.displayName(name),
+      display_name: meta.display_name,
       title: own.title ?? "",
       description: own.description ?? "",
       model: own.model ?? global.model ?? "local",
@@ -157,6 +171,7 @@ export class ProfileService {
       // Looked up, never created here: creating it for a half-migrated name would collide later.
       bot_chat_session_id: this.sessions.store.byKey(routingKey(botChatOrigin(name)))?.session_id ?? "",
       is_default: name === DEFAULT_PROFILE,
+      meta,
     };
   }
 
@@ -230,7 +245,9 @@ export class ProfileService {
       ...(options.provider !== undefined ? { provider: options.provider } : {}),
     };
     this.home.writeYaml(join(dir, "config.yaml"), config);
-    this.home.writeYaml(join(dir, "profile.yaml"), { created_at: isoTime(this.clock.now()) });
+    // A duplicate (--clone-from) has its source's look: face and section (profile-meta.ts, clonedLook).
+    const look = source === undefined ? {} : clonedLook(readProfileMetaFile(this.home, source).raw, source);
+    this.home.writeYaml(join(dir, "profile.yaml"), { created_at: isoTime(this.clock.now()), ...look });
     if (options.soul !== undefined) this.home.writeFile(join(dir, "SOUL.md"), options.soul);
     if (!existsSync(join(dir, ".env"))) this.home.writeFile(join(dir, ".env"), "", 0o600);
   }
@@ -322,6 +339,7 @@ export class ProfileService {
     if (this.home.isTombstoned(newName)) rmSync(this.home.profileDir(newName), { recursive: true, force: true });
     rmSync(this.home.tombstonePath(newName), { force: true });
     renameSync(this.home.profileDir(oldName), this.home.profileDir(newName));
+    this.keepFaceAfterRename(oldName, newName);
     let migration: IdentityMigrationResult;
     let warning = "";
     try {
@@ -342,18 +360,26 @@ export class ProfileService {
     return { profile: this.info(newName), display_name_only: false, migration, warning };
   }
 
+  /**
+   * The metadata moved with the folder. A locked face that was never pinned (a hand-edited file)
+   * is pinned to the old name so it stays the same face; a file that cannot be read is left alone.
+   */
+  private keepFaceAfterRename(oldName: string, newName: string): void {
+    const file = readProfileMetaFile(this.home, newName);
+    if (file.unreadable !== undefined) return;
+    const kept = metaAfterRename(file.raw, oldName);
+    if (kept !== file.raw) writeProfileMeta(this.home, newName, kept);
+  }
+
   /** `rename default <label>`: only the display name changes; the id stays `default` everywhere. */
   private setDefaultDisplayName(label: string): RenameResult {
-    const trimmed = label.trim();
-    if ([...trimmed].length < 1 || [...trimmed].length > DISPLAY_NAME_MAX || /[\u0000-\u001f\u007f]/.test(trimmed)) {
-      throw new HermesError(
-        "invalid_name",
-        `invalid display name ${JSON.stringify(label)}: 1-${DISPLAY_NAME_MAX} characters, no control characters`,
-      );
-    }
-    const file = join(this.home.root, "profile.yaml");
-    const meta = (readYamlFile(file) ?? {}) as Record<string, unknown>;
-    this.home.writeYaml(file, { ...meta, display_name: trimmed });
+    const { sections } = sectionsForDisplay(this.home);
+    patchProfileMetaFile(
+      this.home,
+      DEFAULT_PROFILE,
+      { display_name: label },
+      sections.map((s) => s.id),
+    );
     this.events.emit("changed", { kind: "relabelled", name: DEFAULT_PROFILE });
     return { profile: this.info(DEFAULT_PROFILE), display_name_only: true, migration: undefined, warning: "" };
   }

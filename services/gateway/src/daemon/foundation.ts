@@ -15,8 +15,11 @@ import {
   systemClock,
   writeFileAtomic,
 } from "@hermes/common";
+import { Coordinator } from "@hermes/coordinator";
+import { Histogram } from "prom-client";
 import { type GatewaySettings, resolveGatewayListen, resolveGatewaySettings, type SettingsOverrides } from "../app/config.js";
 import { LiveRouting } from "../app/sessions.js";
+import { coordinatorSingletons, type SingletonCoordinator } from "../platforms/telegram/poller.js";
 import { getMeta, openGatewayDb, ProfileDatabases, setMeta } from "../store/gateway-store.js";
 import { HermesHome } from "../store/home.js";
 
@@ -28,6 +31,8 @@ export interface GatewayOptions {
   env?: NodeJS.ProcessEnv;
   /** How listen addresses given as names are resolved (tests inject one). */
   resolver?: HostResolver;
+  /** A mesh coordinator's singletons (one Telegram poller per bot token); without them Telegram's 409 is the guard. */
+  singletons?: SingletonCoordinator;
 }
 
 /** The first phase of a start: settings, the root database and what is keyed by the gateway's identity. */
@@ -45,6 +50,10 @@ export interface Foundation {
   startWarnings: string[];
   profileDbs: ProfileDatabases;
   routing: LiveRouting;
+  /** The coordinated mesh's etcd client (lease held), when a coordinator is configured. */
+  coordinator: Coordinator | undefined;
+  /** Named singletons (one Telegram poller per bot token): the coordinator's, when there is one. */
+  singletons: SingletonCoordinator | undefined;
 }
 
 const GATEWAY_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -93,5 +102,40 @@ export async function openFoundation(options: GatewayOptions, cleanup: Cleanup):
   const profileDbs = new ProfileDatabases(home, db, settings.dbBusyTimeoutMs);
   cleanup.push(() => profileDbs.closeAll());
   const routing = new LiveRouting(db, logger);
-  return { home, settings, listen, env, clock, db, id, logger, metrics, startWarnings, profileDbs, routing };
+  const coordinator = await connectCoordinator(settings, id, logger, metrics);
+  if (coordinator) cleanup.push(() => void coordinator.close());
+  const singletons = options.singletons ?? (coordinator ? coordinatorSingletons(coordinator) : undefined);
+  return { home, settings, listen, env, clock, db, id, logger, metrics, startWarnings, profileDbs, routing, coordinator, singletons };
+}
+
+/**
+ * Connects to etcd and takes the gateway's lease. Unreachable: `coordinator_unavailable` (the CLI
+ * exits 2 with what to check), before any port is bound.
+ */
+async function connectCoordinator(
+  settings: GatewaySettings,
+  id: string,
+  logger: Logger,
+  metrics: Metrics,
+): Promise<Coordinator | undefined> {
+  const c = settings.coordinator;
+  if (!c) return undefined;
+  const renewals = new Histogram({
+    name: "hermes_coordinator_lease_renew_seconds",
+    help: "Round trips of this gateway's coordinator lease keep-alives (past the lease's safe deadline the gateway self-fences)",
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [metrics.registry],
+  });
+  const coordinator = await Coordinator.connect({
+    endpoints: c.endpoints,
+    prefix: c.prefix,
+    gatewayId: id,
+    leaseTtlSeconds: c.leaseTtlSeconds,
+    safetyMargin: c.safetyMargin,
+    onLeaseRenewed: (seconds) => renewals.observe(seconds),
+    onBackgroundError: (err) => logger.warn({ reason: err.reason, err: err.message }, "coordinator"),
+  });
+  coordinator.onLeaseChange((change) => logger.info({ lease: change }, `coordinator lease ${change.phase}`));
+  logger.info({ endpoints: c.endpoints, prefix: c.prefix, lease_ttl_seconds: c.leaseTtlSeconds }, "connected to the coordinator");
+  return coordinator;
 }

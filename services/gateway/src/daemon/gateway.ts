@@ -1,19 +1,25 @@
 import { rmSync } from "node:fs";
 import { type Clock, type Db, isoTime, type Logger, type Metrics, ServingStatus, shutdownServer, startInPhases } from "@hermes/common";
+import type { Coordinator } from "@hermes/coordinator";
 import type { GatewayStatus } from "@hermes/proto/hermes/v1/gateway";
 import type { ChatService } from "../app/chat.js";
 import type { GatewaySettings } from "../app/config.js";
 import type { DeliveryService } from "../app/delivery/delivery-service.js";
+import type { DeliveryWorker } from "../app/delivery/delivery-worker.js";
 import type { PeerRuns } from "../app/peers/peer-runs.js";
 import type { ProfileService } from "../app/profiles.js";
 import type { RelayLink } from "../app/relay/relay-link.js";
 import type { DiscussionDriver } from "../app/rooms/discussion-driver.js";
+import type { CoordinatedRooms } from "../app/rooms/quorum/coordinated-rooms.js";
 import type { RoomsService } from "../app/rooms/rooms-service.js";
+import type { RoutineService } from "../app/routines/routine-service.js";
 import type { LiveRouting, SessionService } from "../app/sessions.js";
+import type { TelegramBot } from "../app/telegram/telegram-bot.js";
 import type { RoutingIndex } from "../core/identity/routing-index.js";
 import { type ProfileDatabases, writeHeartbeats } from "../store/gateway-store.js";
 import type { HermesHome } from "../store/home.js";
 import { type Foundation, type GatewayOptions, openFoundation } from "./foundation.js";
+import { joinMesh } from "./mesh.js";
 import { type Servers, startServers } from "./servers.js";
 import { buildServices, type Services } from "./services.js";
 import { GatewayState } from "./state.js";
@@ -40,8 +46,10 @@ export class Gateway {
   readonly sessions: SessionService;
   readonly profiles: ProfileService;
   readonly chat: ChatService;
-  /** Bot-to-bot delivery (outbox, ingress, receipts). */
+  /** Bot-to-bot delivery (the outbox and ingress machines, their group commit, receipts). */
   readonly deliveries: DeliveryService;
+  /** Runs the deliveries' turns, transports and notifications. */
+  private readonly deliveryWorker: DeliveryWorker;
   /** Turns other gateways run here (`hermes peer dm/run`). */
   readonly peerRuns: PeerRuns;
   /** Replicated rooms (store, group commit, replication, authority). */
@@ -50,6 +58,13 @@ export class Gateway {
   readonly discussions: DiscussionDriver;
   /** The dial-out link to the relay, when relay.url is configured. */
   readonly relay: RelayLink | undefined;
+  /** The coordinated mesh's etcd client, when a coordinator is configured. */
+  readonly coordinator: Coordinator | undefined;
+  private readonly coordination: CoordinatedRooms | undefined;
+  /** The Telegram bot, when platforms.telegram is enabled. */
+  readonly telegram: TelegramBot | undefined;
+  /** Bot Mode routines (cron jobs whose runs are turns in Bot Chats). */
+  readonly routines: RoutineService;
   /** What the operator should fix, logged at start (`gateway start` also prints them on stderr). */
   readonly startWarnings: string[];
   private readonly liveRouting: LiveRouting;
@@ -77,10 +92,15 @@ export class Gateway {
     this.profiles = s.profiles;
     this.chat = s.chat;
     this.deliveries = s.deliveries;
+    this.deliveryWorker = s.deliveryWorker;
     this.peerRuns = s.peerRuns;
     this.rooms = s.rooms;
     this.discussions = s.discussions;
     this.relay = s.relay;
+    this.coordinator = f.coordinator;
+    this.coordination = s.coordination;
+    this.telegram = s.telegram;
+    this.routines = s.routines;
   }
 
   static start(options: GatewayOptions): Promise<Gateway> {
@@ -88,24 +108,30 @@ export class Gateway {
       const f = await openFoundation(options, cleanup);
       const services = buildServices(f, cleanup);
       const state = new GatewayState(f, services);
-      return new Gateway(f, services, await startServers(f, services, state, cleanup), state).run();
+      const servers = await startServers(f, services, state, cleanup);
+      await joinMesh(f, services, state.grpcAddress);
+      return new Gateway(f, services, servers, state).run();
     });
   }
 
   /**
    * Start-up, once the servers listen: interrupted chat turns are marked failed, peer runs and
    * deliveries recovered, followed rooms resumed, the driver closes turns left open, the relay link
-   * dials, heartbeats are written, and only then is the gateway ready.
+   * dials, the Telegram bot finishes its inbox and polls, heartbeats are written, and only then is
+   * the gateway ready.
    */
   private run(): this {
     this.timers.push(setInterval(() => this.liveRouting.flush(), this.settings.routingPersistMs).unref());
     this.timers.push(setInterval(() => this.writeHeartbeats("running"), this.settings.heartbeatMs).unref());
     this.chat.recoverInterruptedTurns();
+    // Runs cut off by the last stop are failed, then the times missed meanwhile follow the misfire policy.
+    this.routines.start();
     this.peerRuns.start();
     this.deliveries.start();
     this.rooms.start();
     this.discussions.start();
     this.relay?.start();
+    this.telegram?.start();
     this.writeHeartbeats("running");
     this.servers.health.setAll(ServingStatus.SERVING);
     this.state.ready = true;
@@ -151,12 +177,18 @@ export class Gateway {
       this.state.ready = false;
       health.setAll(ServingStatus.NOT_SERVING);
       for (const t of this.timers) clearInterval(t);
+      // The routine timer first: no run starts from here on; running ones end with the turn engine.
+      this.routines.beginStop();
       const grace = this.settings.shutdownGraceMs;
       // Deliveries first: queued mail stays queued for the next start, waiting callers are answered.
       this.deliveries.beginStop();
       // Peer runs too: waiting dm callers are answered; queued runs stay queued, running ones end interrupted.
       this.peerRuns.beginStop();
+      // No new Telegram updates: the poller tells Telegram the final offset and releases the bot's singleton.
+      const telegramStopping = this.telegram?.beginStop();
       const roomsStopping = this.rooms.beginStop();
+      // No more claims, leading or following; waiting quorum sends are answered (not acknowledged).
+      const coordinationStopping = this.coordination?.stop();
       // Running member turns get the grace period; their ends are logged while appends still work.
       const discussionsStopping = this.discussions.stop(grace);
       // The relay link next: running relayed deliveries were just answered runtime_offline (they stay queued here).
@@ -168,8 +200,17 @@ export class Gateway {
       await roomsStopping;
       await discussionsStopping;
       await this.rooms.stop();
+      await coordinationStopping;
+      // Revokes the lease: the registration and every room held by it are free at once (the in-sync
+      // replicas take over without waiting for the TTL).
+      await this.coordinator?.close();
       await this.chat.stop(grace);
-      await this.deliveries.stop();
+      // Answers of the turns that finished go out; queued Telegram updates stay in the inbox for the next start.
+      await telegramStopping;
+      await this.telegram?.stop(grace);
+      await this.routines.stop();
+      await this.deliveryWorker.stop();
+      this.deliveries.stop();
       this.liveRouting.persistAll();
       this.writeHeartbeats("stopped");
       this.profileDbs.closeAll();

@@ -16,21 +16,39 @@ import {
   type ServiceHandlers,
   startHttpServer,
 } from "@hermes/common";
+import { CONSOLE_DIST } from "@hermes/console";
+import { BotModeServiceService } from "@hermes/proto/hermes/v1/botmode";
 import { DeliveryServiceService } from "@hermes/proto/hermes/v1/delivery";
 import { ControlServiceService, GatewayServiceService } from "@hermes/proto/hermes/v1/gateway";
+import { OpsServiceService } from "@hermes/proto/hermes/v1/ops";
 import { PeerServiceService } from "@hermes/proto/hermes/v1/peers";
+import { QuorumServiceService } from "@hermes/proto/hermes/v1/quorum";
 import { RoomMemberServiceService, RoomServiceService } from "@hermes/proto/hermes/v1/rooms";
+import type { BotModeApi } from "../api/botmode/methods.js";
+import { botModeServiceHandlers } from "../api/grpc/botmode-service.js";
 import { deliveryServiceHandlers } from "../api/grpc/delivery-service.js";
 import { controlServiceHandlers, gatewayServiceHandlers } from "../api/grpc/gateway-service.js";
 import { memberTurnServiceHandlers } from "../api/grpc/member-turn-service.js";
+import { opsServiceHandlers } from "../api/grpc/ops-service.js";
 import { peerServiceHandlers } from "../api/grpc/peer-service.js";
+import { quorumServiceHandlers } from "../api/grpc/quorum-service.js";
 import { roomServiceHandlers } from "../api/grpc/room-service.js";
 import { apiPlatformRoute } from "../api/http/api-platform.js";
+import { ConsoleGate, consoleRoutes, loadConsoleAssets } from "../api/http/console.js";
+import { ConsoleSessions } from "../api/http/console-sessions.js";
+import type { OpsDeps } from "../api/ops/methods.js";
+import { botModeRpcMethods } from "../api/rpc/botmode-methods.js";
+import { opsRpcMethods } from "../api/rpc/ops-methods.js";
+import type { RpcMethod } from "../api/rpc/room-methods.js";
 import { roomMethods } from "../api/rpc/room-methods.js";
 import { createRpcServer, type RpcServer } from "../api/rpc/rpc-server.js";
+import { MeshObserver } from "../app/ops/mesh-observer.js";
+import { peerLinks } from "../app/peers/peer-directory.js";
+import { consoleUrl } from "../core/ops/mesh-status.js";
 import type { Foundation } from "./foundation.js";
 import type { Services } from "./services.js";
 import type { GatewayState } from "./state.js";
+import { VERSION } from "./version.js";
 
 /** The transports of a running gateway. */
 export interface Servers {
@@ -53,6 +71,38 @@ export async function startServers(f: Foundation, s: Services, state: GatewaySta
   const { settings, metrics, logger, home, listen } = f;
   const health = new HealthRegistry();
   const keys = new KeyRing(settings.apiKeys);
+  const botMode: BotModeApi = { profiles: s.profiles, metadata: s.metadata, routines: s.routines };
+
+  // The mesh as this gateway sees it, the console's sessions and the ops methods (console, status, check).
+  const mesh = new MeshObserver({
+    clock: f.clock,
+    selfStatus: () => state.status(),
+    rooms: s.rooms,
+    profiles: s.profiles,
+    activeProfiles: () => s.chat.activeProfiles(),
+    peers: s.peers,
+    peerLinks: () => peerLinks(s.config),
+    relayRoster: s.relay ? () => s.relay!.remoteRoster() : undefined,
+  });
+  cleanup.push(() => mesh.close());
+  const sessions = new ConsoleSessions(f.clock);
+  const rpcMethods: Record<string, RpcMethod> = {};
+  const ops: OpsDeps = {
+    gatewayId: f.id,
+    clock: f.clock,
+    version: VERSION,
+    home: home.root,
+    mesh,
+    rooms: s.rooms,
+    chat: s.chat,
+    deliveries: s.deliveries,
+    sessions,
+    keyRequired: keys.required,
+    consoleUrl: () => consoleUrl(state.httpAddress, null) ?? "/",
+    rpcMethodNames: () => Object.keys(rpcMethods).sort(),
+  };
+  Object.assign(rpcMethods, roomMethods(s.rooms), botModeRpcMethods(botMode), opsRpcMethods(ops));
+  const gate = new ConsoleGate({ gatewayId: f.id, keys, sessions, allowedOrigins: settings.httpAllowedOrigins });
 
   const grpcLogger = logger.child({ module: "grpc" });
   const grpcServer = new BoundedGrpcServer(grpcLogger, { "grpc.max_receive_message_length": 8 * 1024 * 1024 });
@@ -67,7 +117,8 @@ export async function startServers(f: Foundation, s: Services, state: GatewaySta
     [grpcServer, "tcp"],
     [controlServer, "control"],
   ] as const) {
-    serve(server, transport, GatewayServiceService, gatewayServiceHandlers({ profiles: s.profiles, chat: s.chat, status: state }));
+    serve(server, transport, GatewayServiceService, gatewayServiceHandlers({ botMode, chat: s.chat, status: state }));
+    serve(server, transport, BotModeServiceService, botModeServiceHandlers(botMode));
     serve(
       server,
       transport,
@@ -82,9 +133,18 @@ export async function startServers(f: Foundation, s: Services, state: GatewaySta
       RoomMemberServiceService,
       memberTurnServiceHandlers({ server: s.memberTurns, keyRequired: keys.required, transport }),
     );
+    serve(server, transport, OpsServiceService, opsServiceHandlers(ops, transport));
     health.addToServer(server);
   }
   serve(controlServer, "control", ControlServiceService, controlServiceHandlers({ profiles: s.profiles }));
+  if (s.quorum) {
+    // Only gateways of the mesh report what they hold: a client key must not be able to fake an ack.
+    const meshOnly = settings.meshKey ? new KeyRing([settings.meshKey]) : keys;
+    grpcServer.addService(
+      QuorumServiceService,
+      adaptService(QuorumServiceService, quorumServiceHandlers(s.quorum), { auth: meshOnly, metrics, transport: "tcp" }),
+    );
+  }
   await addReflection(grpcServer);
   await addReflection(controlServer);
 
@@ -99,10 +159,9 @@ export async function startServers(f: Foundation, s: Services, state: GatewaySta
     rmSync(home.controlSocket, { force: true });
   });
   const rpc = createRpcServer({
-    keys,
-    methods: roomMethods(s.rooms),
+    admit: (req) => gate.check(req, true),
+    methods: rpcMethods,
     logger: logger.child({ module: "rpc" }),
-    allowedOrigins: settings.httpAllowedOrigins,
     maxConnections: settings.maxRpcConnections,
   });
   cleanup.push(() => rpc.close());
@@ -112,7 +171,18 @@ export async function startServers(f: Foundation, s: Services, state: GatewaySta
     // Not ready while writes fail for a full disk; ready again once one commits.
     ready: () => state.serving,
     metricsPublic: settings.metricsPublic,
-    routes: [apiPlatformRoute({ chat: s.chat, keys, logger })],
+    routes: [
+      apiPlatformRoute({ chat: s.chat, keys, logger }),
+      consoleRoutes({
+        gatewayId: f.id,
+        gate,
+        sessions,
+        keys,
+        assets: loadConsoleAssets(CONSOLE_DIST),
+        logger: logger.child({ module: "console" }),
+        registry: metrics.registry,
+      }),
+    ],
     upgrades: [rpc.upgrade],
   });
   state.listening = { grpc: grpcAddress, http: formatHostPort(http.address) };

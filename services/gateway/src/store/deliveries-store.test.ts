@@ -5,8 +5,9 @@ import { type Db, openDatabase } from "@hermes/common";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { newEnvelope, payloadFingerprint } from "../core/delivery/envelope.js";
 import { claim, createRecord, settle } from "../core/delivery/receipt.js";
+import type { IngressRow, OutboxRow } from "../core/delivery/rows.js";
 import type { Route } from "../core/delivery/targets.js";
-import { DeliveriesStore, type IngressRow, type OutboxRow } from "./deliveries-store.js";
+import { DeliveriesStore } from "./deliveries-store.js";
 import { purgeProfileState, rekeyProfileState } from "./identity-store.js";
 import { GATEWAY_MIGRATIONS } from "./migrations/index.js";
 

@@ -1,37 +1,11 @@
 import type { Db } from "@hermes/common";
 import type { DeliveryReason } from "../core/delivery/reasons.js";
 import type { DeliveryRecord, ReceiptState } from "../core/delivery/receipt.js";
+import type { IngressRow, IngressSource, OutboxRow } from "../core/delivery/rows.js";
 import type { Route } from "../core/delivery/targets.js";
 
 /** The two calls made on cached statements (better-sqlite3 binds positional or named parameters). */
 type Statement = { run(...params: unknown[]): unknown; get(...params: unknown[]): unknown };
-
-/** The sender's side of a delivery (the outbox): the receipt plus where it goes and who gets the notification. */
-export interface OutboxRow extends DeliveryRecord {
-  from_profile: string;
-  from_gateway: string;
-  /** The sender's canonical Bot Chat, where the completion notification goes. */
-  sender_session_key: string;
-  route: Route;
-  /** The local target profile (local routes only). */
-  target_profile: string | null;
-  message: string;
-  fingerprint: string;
-  notified_at: string | null;
-}
-
-export type IngressSource = "local" | "peer" | "relay";
-
-/** The target's side of a delivery (the ingress). `from` is `<profile>@<gateway>` as the sender stated it. */
-export interface IngressRow extends DeliveryRecord {
-  sender_name: string;
-  target_profile: string;
-  session_key: string;
-  source: IngressSource;
-  message: string;
-  fingerprint: string;
-  claimed_at: string | null;
-}
 
 interface RawOutbox {
   delivery_id: string;
@@ -174,8 +148,9 @@ export interface ListedDelivery {
 }
 
 /**
- * SQL of the delivery tables. Every write is one statement or one transaction; the callers (the
- * delivery service) apply the state machine of core/delivery/receipt.ts and store its result.
+ * SQL of the delivery tables. The delivery service's group commit (app/delivery/delivery-commit.ts)
+ * applies the row changes the delivery machines decided (core/delivery/{outbox,ingress}-machine.ts),
+ * all of one batch in one transaction.
  */
 export class DeliveriesStore {
   private readonly stmts: Record<string, Statement>;

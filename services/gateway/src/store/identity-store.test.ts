@@ -142,6 +142,28 @@ describe("rekeyProfileState", () => {
     expect(db.prepare("SELECT count(*) FROM topic_bindings WHERE profile_name = 'bob'").pluck().get()).toBe(1);
   });
 
+  it("telegram_topics: a rename carries every chat and topic binding; one that `new` already owns refuses, writing nothing", () => {
+    const bind = db.prepare(
+      `INSERT INTO telegram_topics (profile, bot_id, chat_id, topic_id, chat_type, session_key, session_id, created_at, updated_at)
+       VALUES (?, '100001', ?, ?, 'supergroup', ?, ?, ?, ?)`,
+    );
+    for (const topic of ["", "7", "8"]) {
+      const key = `agent:bob:telegram:supergroup:-100123${topic ? `:${topic}` : ""}`;
+      bind.run("bob", "-100123", topic, key, `ses-${topic}`, T, T);
+    }
+    bind.run("carol", "-100123", "7", "agent:carol:telegram:supergroup:-100123:7", "ses-carol", T, T);
+    expect(rekeyProfileState(db, "bob", "robert")).toEqual({ telegram_topics: 3 });
+    expect(db.prepare("SELECT topic_id, session_key FROM telegram_topics WHERE profile = 'robert' ORDER BY topic_id").all()).toEqual([
+      { topic_id: "", session_key: "agent:robert:telegram:supergroup:-100123" },
+      { topic_id: "7", session_key: "agent:robert:telegram:supergroup:-100123:7" },
+      { topic_id: "8", session_key: "agent:robert:telegram:supergroup:-100123:8" },
+    ]);
+    expect(() => rekeyProfileState(db, "robert", "carol")).toThrow(/telegram_topics/);
+    expect(db.prepare("SELECT count(*) FROM telegram_topics WHERE profile = 'robert'").pluck().get()).toBe(3);
+    expect(purgeProfileState(db, "robert")).toEqual({ telegram_topics: 3 });
+    expect(db.prepare("SELECT profile FROM telegram_topics").pluck().all()).toEqual(["carol"]);
+  });
+
   it("skips registered tables that do not exist yet", () => {
     seed("bob");
     const registry = [

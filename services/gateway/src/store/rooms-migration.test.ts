@@ -17,10 +17,11 @@ import { GATEWAY_MIGRATIONS } from "./migrations/index.js";
 import { RoomsStore } from "./rooms-store.js";
 
 /**
- * Migration 006 (the log in segments) on a database written by the previous schema: testdata/state-v5.sql
- * is a state.db that the version-5 RoomsStore wrote (rooms led here, a disbanded room, a replica with
- * a preserved branch and a demotion, texts JSON escapes), dumped as SQL. After the upgrade every
- * event reads back as it was, by seq and by id, and the rooms go on working.
+ * Migration 009 (the log in segments) on a database written by the previous schema: testdata/state-v8.sql
+ * is a state.db of the version-8 schema (rooms led here, a disbanded room, a replica with a preserved
+ * branch and a demotion, texts JSON escapes, a quorum room led here and one followed here with their
+ * replication policies), dumped as SQL. After the upgrade every event reads back as it was, by seq
+ * and by id, every room keeps its policy, and the rooms go on working.
  * (test/rooms-migration-crash.test.ts kills the migration part way.)
  */
 
@@ -30,26 +31,26 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-const FIXTURE = readFileSync(new URL("./testdata/state-v5.sql", import.meta.url), "utf8");
+const FIXTURE = readFileSync(new URL("./testdata/state-v8.sql", import.meta.url), "utf8");
 
-describe("migration 006: room logs in segments", () => {
-  it("upgrades a version-5 state.db in place: every event, id, branch and state as it was", () => {
+describe("migration 009: room logs in segments", () => {
+  it("upgrades a version-8 state.db in place: every event, id, branch, state and policy as it was", () => {
     const path = join(dir, "state.db");
     const old = new Database(path);
     old.pragma("journal_mode = WAL");
     old.exec(FIXTURE);
-    expect(old.pragma("user_version", { simple: true })).toBe(5);
+    expect(old.pragma("user_version", { simple: true })).toBe(8);
     const before = old.prepare("SELECT * FROM room_events ORDER BY room_id, seq").all() as RoomEvent[];
     const divergentBefore = old.prepare("SELECT * FROM room_divergent_events ORDER BY divergence_id, seq").all();
     old.close();
-    expect(before.length).toBe(63);
+    expect(before.length).toBe(71);
 
     const db = openDatabase(path, { label: "upgrade", migrations: GATEWAY_MIGRATIONS });
     try {
-      expect(db.pragma("user_version", { simple: true })).toBe(6);
+      expect(db.pragma("user_version", { simple: true })).toBe(9);
       expect(db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'room_events'").pluck().get()).toBe(0);
       const store = new RoomsStore(db, "gw-a", () => "2026-12-01T00:00:00.000Z");
-      for (const roomId of ["copy", "gone", "led"]) {
+      for (const roomId of ["copy", "gone", "led", "quorum-copy", "quorum-led"]) {
         const events = store.events(roomId, 0, 1e9);
         expect(events).toEqual(before.filter((e) => e.room_id === roomId));
         expect(verifyChain(events, 0, "").ok).toBe(true);
@@ -79,6 +80,14 @@ describe("migration 006: room logs in segments", () => {
       expect(branch!.record).toMatchObject({ from_seq: 12, count: 3, branch_gateway_id: "gw-a" });
       expect(db.prepare("SELECT * FROM room_divergent_events ORDER BY divergence_id, seq").all()).toEqual(divergentBefore);
       expect(store.maxDurableEpoch()).toBe(3);
+      // The quorum rooms keep their replication policies (rooms.replication_json) and the replica its source.
+      expect(store.quorumRoomIds()).toEqual(["quorum-copy", "quorum-led"]);
+      expect(store.room("quorum-led")!.replication).toEqual({ mode: "quorum", replicas: ["gw-a", "gw-b", "gw-c"], min_insync: 2 });
+      const quorumCopy = store.room("quorum-copy")!;
+      expect(quorumCopy.replication).toEqual({ mode: "quorum", replicas: ["gw-q", "gw-a", "gw-b"], min_insync: 1 });
+      expect(quorumCopy.follow).toEqual({ peer: "qhost" });
+      expect(quorumCopy.state).toMatchObject({ role: "replica", last_seq: 3, authority: { gateway_id: "gw-q", epoch: 1 } });
+      expect(store.room("led")!.replication).toBeNull();
 
       // The led room goes on: a retry of an old send is idempotent, a new one continues the chain.
       const state = store.state("led")!;
@@ -106,7 +115,7 @@ describe("migration 006: room logs in segments", () => {
     }
   });
 
-  it("refuses a log with a gap and leaves the database at version 5", () => {
+  it("refuses a log with a gap and leaves the database at version 8", () => {
     const path = join(dir, "state.db");
     const old = new Database(path);
     old.pragma("journal_mode = WAL");
@@ -115,8 +124,8 @@ describe("migration 006: room logs in segments", () => {
     old.close();
     expect(() => openDatabase(path, { label: "upgrade", migrations: GATEWAY_MIGRATIONS })).toThrow(/jumps from seq 6 to 8/);
     const after = new Database(path, { readonly: true });
-    expect(after.pragma("user_version", { simple: true })).toBe(5);
-    expect(after.prepare("SELECT count(*) FROM room_events").pluck().get()).toBe(62);
+    expect(after.pragma("user_version", { simple: true })).toBe(8);
+    expect(after.prepare("SELECT count(*) FROM room_events").pluck().get()).toBe(70);
     after.close();
   });
 });

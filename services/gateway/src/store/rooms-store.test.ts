@@ -136,7 +136,7 @@ function pullPacked(source: RoomsStore, replica: RoomsStore, roomId: string, lim
     const local = replica.state(roomId) ?? newReplicaState(roomId, replica.selfGatewayId, state.self_gateway_id);
     const decision = planReplication(local, page, replica.lookup(roomId), NOW);
     if (decision.kind === "quarantined" || decision.kind === "refused") throw new Error(decision.refusal.message);
-    replica.applyReplication(roomId, decision, page);
+    replica.applyReplication(roomId, decision, { page });
     if (decision.kind === "refetch") from = decision.since_seq;
     else if (!page.has_more) return;
   }

@@ -20,6 +20,7 @@ import {
   type LogPage,
   type Member,
   type PromotePlan,
+  type QuorumPolicy,
   type ReplicationDecision,
   type RoomEvent,
   type RoomState,
@@ -31,7 +32,7 @@ import {
 } from "../core/rooms/index.js";
 
 /**
- * SQLite store of replicated rooms (migrations 002, 005 and 006). The pure core plans every decision;
+ * SQLite store of replicated rooms (migrations 002, 005, 006 and 009). The pure core plans every decision;
  * this file applies each plan in ONE IMMEDIATE transaction and keeps a cache of room states that is
  * only updated after a commit, so a plan is always made against what is durable.
  *
@@ -66,6 +67,8 @@ export interface StoredRoom {
   state: RoomState;
   meta: RoomMeta;
   follow: FollowSourceRef | null;
+  /** The room's quorum policy, or null for a local room. */
+  replication: QuorumPolicy | null;
 }
 
 export interface PreservedBranch {
@@ -95,6 +98,7 @@ interface RoomRow {
   safety_status: SafetyStatus;
   safety_reason: string | null;
   replica_source_json: string | null;
+  replication_json?: string | null;
 }
 
 interface DivergenceRow {
@@ -167,6 +171,7 @@ export class RoomsStore {
     insertMember: Database.Statement;
     retire: Database.Statement;
     setSource: Database.Statement;
+    setReplication: Database.Statement;
     insertDemotion: Database.Statement;
     lastDemotion: Database.Statement;
     normalSync: Database.Statement;
@@ -232,6 +237,7 @@ export class RoomsStore {
       insertMember: db.prepare("INSERT OR REPLACE INTO room_members (room_id, member_id, profile) VALUES (?, ?, ?)"),
       retire: db.prepare("INSERT OR IGNORE INTO room_retired_ids (room_id, retired_at) VALUES (?, ?)"),
       setSource: db.prepare("UPDATE rooms SET replica_source_json = ? WHERE room_id = ?"),
+      setReplication: db.prepare("UPDATE rooms SET replication_json = ? WHERE room_id = ?"),
       insertDemotion: db.prepare(`
         INSERT OR REPLACE INTO room_demotions (room_id, demoted_at, previous_gateway_id, previous_epoch, authority_gateway_id, authority_epoch, last_seq)
         VALUES (@room_id, @demoted_at, @previous_gateway_id, @previous_epoch, @authority_gateway_id, @authority_epoch, @last_seq)`),
@@ -397,6 +403,11 @@ export class RoomsStore {
     return row.epoch;
   }
 
+  /** The quorum rooms held here (authority or replica), by id. */
+  quorumRoomIds(): string[] {
+    return this.db.prepare("SELECT room_id FROM rooms WHERE replication_json IS NOT NULL ORDER BY room_id").pluck().all() as string[];
+  }
+
   /** Largest (authority latest_seq − stored last_seq) over the replicas here: the lag gauge. */
   replicaLagMax(): number {
     const row = this.db
@@ -420,8 +431,8 @@ export class RoomsStore {
   // ------------------------------------------------------------------------------------------
   // Writes: each is one IMMEDIATE transaction; the cache changes only after the commit.
 
-  /** `groups.create`: the room row, its lineage, room.created and the local membership handles. */
-  createRoom(plan: Extract<CreateRoomPlan, { ok: true }>): StoredRoom {
+  /** `groups.create`: the room row, its lineage, room.created, the local membership handles and the replication policy. */
+  createRoom(plan: Extract<CreateRoomPlan, { ok: true }>, replication: QuorumPolicy | null = null): StoredRoom {
     const meta: RoomMeta = {
       name: plan.name,
       members: plan.members,
@@ -430,7 +441,7 @@ export class RoomsStore {
       updated_at: plan.event.created_at,
       disbanded_at: null,
     };
-    const stored: StoredRoom = { state: plan.state, meta, follow: null };
+    const stored: StoredRoom = { state: plan.state, meta, follow: null, replication };
     this.write([plan.state.room_id], () => {
       if (this.stmt.room.get(plan.state.room_id) !== undefined) {
         throw new HermesError("already_exists", `room ${plan.state.room_id} already exists on this gateway`);
@@ -439,6 +450,7 @@ export class RoomsStore {
       this.writeLineage(plan.state.room_id, plan.state.lineage);
       this.appendToLog(plan.state.room_id, [plan.event]);
       this.writeMembers(plan.state.room_id, meta.members);
+      if (replication) this.stmt.setReplication.run(JSON.stringify(replication), plan.state.room_id);
     });
     this.cache.set(plan.state.room_id, stored);
     return stored;
@@ -469,19 +481,22 @@ export class RoomsStore {
   }
 
   /**
-   * Applies one replication decision with synchronous=NORMAL. `apply`/`noop`/`quarantined`
-   * save the state (and insert events); `diverged` first moves the local branch to
+   * Applies one replication decision with synchronous=NORMAL (`durable`: FULL, so the page is
+   * fsynced when this returns: a quorum replica acknowledges what it applied). `apply`/`noop`/
+   * `quarantined` save the state (and insert events); `diverged` first moves the local branch to
    * room_divergent_events with its record; `refused` saves only a fence; `refetch` writes nothing.
    * Returns the id of a divergence record, if one was written. `page` is the page the decision was
    * made on: when it kept the bytes its events came from (a packed page), those are stored.
    */
-  applyReplication(roomId: string, decision: ReplicationDecision, page?: LogPage): number | null {
+  applyReplication(roomId: string, decision: ReplicationDecision, options: { durable?: boolean; page?: LogPage } = {}): number | null {
+    const { page } = options;
     if (decision.kind === "refetch") return null;
     if (decision.kind === "refused" && decision.fence === null) return null;
     const current = this.room(roomId);
     let divergenceId: number | null = null;
     let stored: StoredRoom | undefined;
-    this.withNormalSync(() =>
+    const sync = options.durable ? (fn: () => void) => fn() : (fn: () => void) => this.withNormalSync(fn);
+    sync(() =>
       this.write([roomId], () => {
         const base: StoredRoom = current ?? this.newReplicaRoom(decision.state);
         switch (decision.kind) {
@@ -513,9 +528,15 @@ export class RoomsStore {
    * `groups.promote`: the claim, the new state and the durable epoch counter in one transaction at
    * synchronous=FULL. Call `syncBarrier` before planning so the replica log is on disk first.
    */
-  commitPromote(roomId: string, plan: Extract<PromotePlan, { ok: true }>): void {
+  commitPromote(roomId: string, plan: Extract<PromotePlan, { ok: true }>, replication: QuorumPolicy | null = null): void {
     const current = this.mustRoom(roomId);
-    const stored: StoredRoom = { ...current, state: plan.state, meta: { ...current.meta, updated_at: this.now() }, follow: null };
+    const stored: StoredRoom = {
+      ...current,
+      state: plan.state,
+      meta: { ...current.meta, updated_at: this.now() },
+      follow: null,
+      replication: replication ?? current.replication,
+    };
     this.write([roomId], () => {
       this.db
         .prepare(
@@ -525,6 +546,7 @@ export class RoomsStore {
       this.appendToLog(roomId, [plan.claim]);
       this.saveRow(stored, current);
       this.stmt.setSource.run(null, roomId);
+      if (replication) this.stmt.setReplication.run(JSON.stringify(replication), roomId);
     });
     this.cache.set(roomId, stored);
   }
@@ -546,6 +568,14 @@ export class RoomsStore {
     const stored: StoredRoom = { ...current, state, meta: { ...current.meta, updated_at: this.now() } };
     this.write([roomId], () => this.saveRow(stored, current));
     this.cache.set(roomId, stored);
+  }
+
+  /** Records the quorum policy of a room this gateway holds (a replica, when it starts following). */
+  setReplication(roomId: string, replication: QuorumPolicy): void {
+    const current = this.room(roomId);
+    if (!current) return;
+    this.write([roomId], () => this.stmt.setReplication.run(JSON.stringify(replication), roomId));
+    this.cache.set(roomId, { ...current, replication });
   }
 
   /** Remembers (or forgets, with null) the peer a replica follows. */
@@ -622,6 +652,7 @@ export class RoomsStore {
       state,
       meta: { name: "", members: [], revision: 0, created_at: now, updated_at: now, disbanded_at: null },
       follow: null,
+      replication: null,
     };
   }
 
@@ -654,6 +685,7 @@ export class RoomsStore {
         disbanded_at: row.disbanded_at,
       },
       follow: parseJson<FollowSourceRef | null>(row.replica_source_json, null),
+      replication: parseJson<QuorumPolicy | null>(row.replication_json ?? null, null),
     };
   }
 

@@ -1,7 +1,7 @@
 import { type Db, statement } from "@hermes/common";
 import type { RoutingOrigin } from "../core/identity/routing-key.js";
 
-export type SessionKind = "bot_chat" | "chat" | "room" | "api";
+export type SessionKind = "bot_chat" | "chat" | "room" | "api" | "platform";
 
 export interface SessionRow {
   session_id: string;

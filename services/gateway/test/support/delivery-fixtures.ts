@@ -82,7 +82,7 @@ export function transcript(t: TestGateway, profile: string, sessionId: string): 
 
 /** Sends as `from` and waits for the end state (the sender's receipt). */
 export async function sendAndWait(t: TestGateway, from: string, target: string, message: string, ttl?: number): Promise<Receipt> {
-  const ack = t.gateway.deliveries.send(from, target, message, { ttl_seconds: ttl });
+  const ack = await t.gateway.deliveries.send(from, target, message, { ttl_seconds: ttl });
   return t.gateway.deliveries.wait(ack.delivery_id);
 }
 

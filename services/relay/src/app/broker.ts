@@ -1,4 +1,5 @@
 import { type Clock, HermesError, type Logger, toHermesError } from "@hermes/common";
+import { LaneScheduler } from "@hermes/common/pure";
 import {
   applyResult,
   decideSend,
@@ -12,7 +13,6 @@ import {
   targetLost,
 } from "../core/deliveries.js";
 import type { SendRequest } from "../core/envelope.js";
-import { LaneScheduler } from "../core/lanes.js";
 import { laneKey } from "../core/names.js";
 import type { RelayStore } from "../store/relay-store.js";
 import { ackFrame, deliverFrame, outcomeFrame } from "./frames.js";

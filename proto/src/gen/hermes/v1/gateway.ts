@@ -40,7 +40,59 @@ export interface GatewayStatus {
   profiles: number;
   rooms: number;
   peers: PeerLink[];
-  relay: RelayLink | undefined;
+  relay:
+    | RelayLink
+    | undefined;
+  /** The chat platforms this gateway serves (`hermes platforms status`). */
+  platforms: PlatformStatus[];
+}
+
+export interface PlatformStatus {
+  /** "api", "telegram" */
+  platform: string;
+  /**
+   * api: "on", "off" (no API key). telegram: "disabled", "starting", "polling", "standby" (another
+   * gateway of the mesh holds the bot's poller), "backoff", "conflict" (another process polls the
+   * bot token), "stopped".
+   */
+  state: string;
+  /** What to know about the state: the conflict, the last error (never a token). */
+  detail: string;
+  /** The profile that answers. */
+  profile: string;
+  /** The bot's @username once known. */
+  bot: string;
+  /** The mesh singleton that decides which gateway polls, when a coordinator is configured. */
+  singleton: string;
+  /** The next update_id asked for. */
+  offset?:
+    | number
+    | undefined;
+  /** The wait in progress (429 retry_after, back-off), in seconds. */
+  waiting_seconds?: number | undefined;
+  updates_received: number;
+  turns: number;
+  commands: number;
+  replies_sent: number;
+  refusals: number;
+  ignored: { [key: string]: number };
+  /** Failed Bot API calls and turns by kind (`poll.network`, `send.rate_limited`, `turn.provider_server_error`). */
+  errors: { [key: string]: number };
+  /** Chats and forum topics bound to sessions. */
+  chats: number;
+  topics: number;
+  /** Updates handed over and not answered yet. */
+  in_progress: number;
+}
+
+export interface PlatformStatus_IgnoredEntry {
+  key: string;
+  value: number;
+}
+
+export interface PlatformStatus_ErrorsEntry {
+  key: string;
+  value: number;
 }
 
 export interface PeerLink {
@@ -69,6 +121,35 @@ export interface Profile {
   aliases: string[];
   bot_chat_session_id: string;
   is_default: boolean;
+  /** Bot Mode metadata from profile.yaml (display_name above is already resolved). */
+  meta: ProfileMeta | undefined;
+}
+
+export interface ProfileMeta {
+  /** Display-only: mentions, rooms, deliveries and routines ignore it. */
+  hidden: boolean;
+  /** A section id, empty for Unassigned (a section that was deleted reads as Unassigned). */
+  section: string;
+  section_name: string;
+  avatar:
+    | Avatar
+    | undefined;
+  /** The clients' own data: a JSON object text (at most 16 KiB). */
+  ui_meta_json: string;
+  /** Fields of profile.yaml that are invalid and read as their defaults. */
+  problems: string[];
+}
+
+export interface Avatar {
+  /** blob, geometric or image. */
+  style: string;
+  /** Empty: the face is drawn from the profile name. */
+  seed: string;
+  locked: boolean;
+  /** round, organic, boxy, nub, cloud, sun, or empty (the seed chooses). */
+  silhouette: string;
+  /** What the face is drawn from: the seed, else the profile name. */
+  effective_seed: string;
 }
 
 export interface ListProfilesRequest {
@@ -130,6 +211,16 @@ export interface IdentityMigration {
 export interface IdentityMigration_CountsEntry {
   key: string;
   value: number;
+}
+
+export interface UpdateProfileRequest {
+  /** A name or a former name (alias). */
+  name: string;
+  /**
+   * A JSON object: display_name, hidden, section (id or name), avatar, ui_meta, title,
+   * description; null resets a field, avatar and ui_meta merge key by key.
+   */
+  patch_json: string;
 }
 
 export interface DeleteProfileRequest {
@@ -221,6 +312,7 @@ function createBaseGatewayStatus(): GatewayStatus {
     rooms: 0,
     peers: [],
     relay: undefined,
+    platforms: [],
   };
 }
 
@@ -261,6 +353,9 @@ export const GatewayStatus: MessageFns<GatewayStatus> = {
     }
     if (message.relay !== undefined) {
       RelayLink.encode(message.relay, writer.uint32(98).fork()).join();
+    }
+    for (const v of message.platforms) {
+      PlatformStatus.encode(v!, writer.uint32(162).fork()).join();
     }
     return writer;
   },
@@ -374,6 +469,14 @@ export const GatewayStatus: MessageFns<GatewayStatus> = {
             message.relay = RelayLink.decode(reader, reader.uint32());
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.platforms.push(PlatformStatus.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -405,6 +508,441 @@ export const GatewayStatus: MessageFns<GatewayStatus> = {
     message.relay = (object.relay !== undefined && object.relay !== null)
       ? RelayLink.fromPartial(object.relay)
       : undefined;
+    message.platforms = object.platforms?.map((e) => PlatformStatus.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBasePlatformStatus(): PlatformStatus {
+  return {
+    platform: "",
+    state: "",
+    detail: "",
+    profile: "",
+    bot: "",
+    singleton: "",
+    offset: undefined,
+    waiting_seconds: undefined,
+    updates_received: 0,
+    turns: 0,
+    commands: 0,
+    replies_sent: 0,
+    refusals: 0,
+    ignored: {},
+    errors: {},
+    chats: 0,
+    topics: 0,
+    in_progress: 0,
+  };
+}
+
+export const PlatformStatus: MessageFns<PlatformStatus> = {
+  encode(message: PlatformStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.platform !== "") {
+      writer.uint32(10).string(message.platform);
+    }
+    if (message.state !== "") {
+      writer.uint32(18).string(message.state);
+    }
+    if (message.detail !== "") {
+      writer.uint32(26).string(message.detail);
+    }
+    if (message.profile !== "") {
+      writer.uint32(34).string(message.profile);
+    }
+    if (message.bot !== "") {
+      writer.uint32(42).string(message.bot);
+    }
+    if (message.singleton !== "") {
+      writer.uint32(50).string(message.singleton);
+    }
+    if (message.offset !== undefined) {
+      writer.uint32(56).uint64(message.offset);
+    }
+    if (message.waiting_seconds !== undefined) {
+      writer.uint32(65).double(message.waiting_seconds);
+    }
+    if (message.updates_received !== 0) {
+      writer.uint32(72).uint64(message.updates_received);
+    }
+    if (message.turns !== 0) {
+      writer.uint32(80).uint64(message.turns);
+    }
+    if (message.commands !== 0) {
+      writer.uint32(88).uint64(message.commands);
+    }
+    if (message.replies_sent !== 0) {
+      writer.uint32(96).uint64(message.replies_sent);
+    }
+    if (message.refusals !== 0) {
+      writer.uint32(104).uint64(message.refusals);
+    }
+    globalThis.Object.entries(message.ignored).forEach(([key, value]: [string, number]) => {
+      PlatformStatus_IgnoredEntry.encode({ key: key as any, value }, writer.uint32(114).fork()).join();
+    });
+    globalThis.Object.entries(message.errors).forEach(([key, value]: [string, number]) => {
+      PlatformStatus_ErrorsEntry.encode({ key: key as any, value }, writer.uint32(122).fork()).join();
+    });
+    if (message.chats !== 0) {
+      writer.uint32(128).uint32(message.chats);
+    }
+    if (message.topics !== 0) {
+      writer.uint32(136).uint32(message.topics);
+    }
+    if (message.in_progress !== 0) {
+      writer.uint32(144).uint32(message.in_progress);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PlatformStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePlatformStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.platform = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.state = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.detail = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.profile = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.bot = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.singleton = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.offset = longToNumber(reader.uint64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 65) {
+              break;
+            }
+
+            message.waiting_seconds = reader.double();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.updates_received = longToNumber(reader.uint64());
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.turns = longToNumber(reader.uint64());
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.commands = longToNumber(reader.uint64());
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.replies_sent = longToNumber(reader.uint64());
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.refusals = longToNumber(reader.uint64());
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            const entry14 = PlatformStatus_IgnoredEntry.decode(reader, reader.uint32());
+            if (entry14.value !== undefined) {
+              message.ignored[entry14.key] = entry14.value;
+            }
+            continue;
+          }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            const entry15 = PlatformStatus_ErrorsEntry.decode(reader, reader.uint32());
+            if (entry15.value !== undefined) {
+              message.errors[entry15.key] = entry15.value;
+            }
+            continue;
+          }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.chats = reader.uint32();
+            continue;
+          }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.topics = reader.uint32();
+            continue;
+          }
+          case 18: {
+            if (tag !== 144) {
+              break;
+            }
+
+            message.in_progress = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<PlatformStatus>, I>>(base?: I): PlatformStatus {
+    return PlatformStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PlatformStatus>, I>>(object: I): PlatformStatus {
+    const message = createBasePlatformStatus();
+    message.platform = object.platform ?? "";
+    message.state = object.state ?? "";
+    message.detail = object.detail ?? "";
+    message.profile = object.profile ?? "";
+    message.bot = object.bot ?? "";
+    message.singleton = object.singleton ?? "";
+    message.offset = object.offset ?? undefined;
+    message.waiting_seconds = object.waiting_seconds ?? undefined;
+    message.updates_received = object.updates_received ?? 0;
+    message.turns = object.turns ?? 0;
+    message.commands = object.commands ?? 0;
+    message.replies_sent = object.replies_sent ?? 0;
+    message.refusals = object.refusals ?? 0;
+    message.ignored = (globalThis.Object.entries(object.ignored ?? {}) as [string, number][]).reduce(
+      (acc: { [key: string]: number }, [key, value]: [string, number]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.Number(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.errors = (globalThis.Object.entries(object.errors ?? {}) as [string, number][]).reduce(
+      (acc: { [key: string]: number }, [key, value]: [string, number]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.Number(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.chats = object.chats ?? 0;
+    message.topics = object.topics ?? 0;
+    message.in_progress = object.in_progress ?? 0;
+    return message;
+  },
+};
+
+function createBasePlatformStatus_IgnoredEntry(): PlatformStatus_IgnoredEntry {
+  return { key: "", value: 0 };
+}
+
+export const PlatformStatus_IgnoredEntry: MessageFns<PlatformStatus_IgnoredEntry> = {
+  encode(message: PlatformStatus_IgnoredEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0) {
+      writer.uint32(16).uint64(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PlatformStatus_IgnoredEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePlatformStatus_IgnoredEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<PlatformStatus_IgnoredEntry>, I>>(base?: I): PlatformStatus_IgnoredEntry {
+    return PlatformStatus_IgnoredEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PlatformStatus_IgnoredEntry>, I>>(object: I): PlatformStatus_IgnoredEntry {
+    const message = createBasePlatformStatus_IgnoredEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBasePlatformStatus_ErrorsEntry(): PlatformStatus_ErrorsEntry {
+  return { key: "", value: 0 };
+}
+
+export const PlatformStatus_ErrorsEntry: MessageFns<PlatformStatus_ErrorsEntry> = {
+  encode(message: PlatformStatus_ErrorsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0) {
+      writer.uint32(16).uint64(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PlatformStatus_ErrorsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePlatformStatus_ErrorsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<PlatformStatus_ErrorsEntry>, I>>(base?: I): PlatformStatus_ErrorsEntry {
+    return PlatformStatus_ErrorsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PlatformStatus_ErrorsEntry>, I>>(object: I): PlatformStatus_ErrorsEntry {
+    const message = createBasePlatformStatus_ErrorsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? 0;
     return message;
   },
 };
@@ -579,6 +1117,7 @@ function createBaseProfile(): Profile {
     aliases: [],
     bot_chat_session_id: "",
     is_default: false,
+    meta: undefined,
   };
 }
 
@@ -613,6 +1152,9 @@ export const Profile: MessageFns<Profile> = {
     }
     if (message.is_default !== false) {
       writer.uint32(80).bool(message.is_default);
+    }
+    if (message.meta !== undefined) {
+      ProfileMeta.encode(message.meta, writer.uint32(90).fork()).join();
     }
     return writer;
   },
@@ -710,6 +1252,14 @@ export const Profile: MessageFns<Profile> = {
             message.is_default = reader.bool();
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.meta = ProfileMeta.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -737,6 +1287,229 @@ export const Profile: MessageFns<Profile> = {
     message.aliases = object.aliases?.map((e) => e) || [];
     message.bot_chat_session_id = object.bot_chat_session_id ?? "";
     message.is_default = object.is_default ?? false;
+    message.meta = (object.meta !== undefined && object.meta !== null)
+      ? ProfileMeta.fromPartial(object.meta)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseProfileMeta(): ProfileMeta {
+  return { hidden: false, section: "", section_name: "", avatar: undefined, ui_meta_json: "", problems: [] };
+}
+
+export const ProfileMeta: MessageFns<ProfileMeta> = {
+  encode(message: ProfileMeta, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.hidden !== false) {
+      writer.uint32(8).bool(message.hidden);
+    }
+    if (message.section !== "") {
+      writer.uint32(18).string(message.section);
+    }
+    if (message.section_name !== "") {
+      writer.uint32(26).string(message.section_name);
+    }
+    if (message.avatar !== undefined) {
+      Avatar.encode(message.avatar, writer.uint32(34).fork()).join();
+    }
+    if (message.ui_meta_json !== "") {
+      writer.uint32(42).string(message.ui_meta_json);
+    }
+    for (const v of message.problems) {
+      writer.uint32(50).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ProfileMeta {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseProfileMeta();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.hidden = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.section = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.section_name = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.avatar = Avatar.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.ui_meta_json = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.problems.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ProfileMeta>, I>>(base?: I): ProfileMeta {
+    return ProfileMeta.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ProfileMeta>, I>>(object: I): ProfileMeta {
+    const message = createBaseProfileMeta();
+    message.hidden = object.hidden ?? false;
+    message.section = object.section ?? "";
+    message.section_name = object.section_name ?? "";
+    message.avatar = (object.avatar !== undefined && object.avatar !== null)
+      ? Avatar.fromPartial(object.avatar)
+      : undefined;
+    message.ui_meta_json = object.ui_meta_json ?? "";
+    message.problems = object.problems?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseAvatar(): Avatar {
+  return { style: "", seed: "", locked: false, silhouette: "", effective_seed: "" };
+}
+
+export const Avatar: MessageFns<Avatar> = {
+  encode(message: Avatar, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.style !== "") {
+      writer.uint32(10).string(message.style);
+    }
+    if (message.seed !== "") {
+      writer.uint32(18).string(message.seed);
+    }
+    if (message.locked !== false) {
+      writer.uint32(24).bool(message.locked);
+    }
+    if (message.silhouette !== "") {
+      writer.uint32(34).string(message.silhouette);
+    }
+    if (message.effective_seed !== "") {
+      writer.uint32(42).string(message.effective_seed);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Avatar {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAvatar();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.style = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.seed = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.locked = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.silhouette = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.effective_seed = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<Avatar>, I>>(base?: I): Avatar {
+    return Avatar.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Avatar>, I>>(object: I): Avatar {
+    const message = createBaseAvatar();
+    message.style = object.style ?? "";
+    message.seed = object.seed ?? "";
+    message.locked = object.locked ?? false;
+    message.silhouette = object.silhouette ?? "";
+    message.effective_seed = object.effective_seed ?? "";
     return message;
   },
 };
@@ -1433,6 +2206,73 @@ export const IdentityMigration_CountsEntry: MessageFns<IdentityMigration_CountsE
   },
 };
 
+function createBaseUpdateProfileRequest(): UpdateProfileRequest {
+  return { name: "", patch_json: "" };
+}
+
+export const UpdateProfileRequest: MessageFns<UpdateProfileRequest> = {
+  encode(message: UpdateProfileRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.patch_json !== "") {
+      writer.uint32(18).string(message.patch_json);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UpdateProfileRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUpdateProfileRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.patch_json = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<UpdateProfileRequest>, I>>(base?: I): UpdateProfileRequest {
+    return UpdateProfileRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UpdateProfileRequest>, I>>(object: I): UpdateProfileRequest {
+    const message = createBaseUpdateProfileRequest();
+    message.name = object.name ?? "";
+    message.patch_json = object.patch_json ?? "";
+    return message;
+  },
+};
+
 function createBaseDeleteProfileRequest(): DeleteProfileRequest {
   return { name: "" };
 }
@@ -1902,6 +2742,16 @@ export const GatewayServiceService = {
     responseSerialize: (value: DeleteProfileReply): Buffer => Buffer.from(DeleteProfileReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): DeleteProfileReply => DeleteProfileReply.decode(value),
   },
+  /** Bot Mode metadata (profile.yaml) and title/description (config.yaml) as a JSON Merge Patch. */
+  updateProfile: {
+    path: "/hermes.v1.GatewayService/UpdateProfile" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: UpdateProfileRequest): Buffer => Buffer.from(UpdateProfileRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): UpdateProfileRequest => UpdateProfileRequest.decode(value),
+    responseSerialize: (value: Profile): Buffer => Buffer.from(Profile.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Profile => Profile.decode(value),
+  },
   /** One turn in a session of a profile (the canonical Bot Chat unless session_id is set). */
   chat: {
     path: "/hermes.v1.GatewayService/Chat" as const,
@@ -1925,6 +2775,8 @@ export interface GatewayServiceServer extends UntypedServiceImplementation {
    */
   renameProfile: handleUnaryCall<RenameProfileRequest, RenameProfileReply>;
   deleteProfile: handleUnaryCall<DeleteProfileRequest, DeleteProfileReply>;
+  /** Bot Mode metadata (profile.yaml) and title/description (config.yaml) as a JSON Merge Patch. */
+  updateProfile: handleUnaryCall<UpdateProfileRequest, Profile>;
   /** One turn in a session of a profile (the canonical Bot Chat unless session_id is set). */
   chat: handleUnaryCall<ChatRequest, ChatReply>;
 }
@@ -2023,6 +2875,22 @@ export interface GatewayServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DeleteProfileReply) => void,
+  ): ClientUnaryCall;
+  /** Bot Mode metadata (profile.yaml) and title/description (config.yaml) as a JSON Merge Patch. */
+  updateProfile(
+    request: UpdateProfileRequest,
+    callback: (error: ServiceError | null, response: Profile) => void,
+  ): ClientUnaryCall;
+  updateProfile(
+    request: UpdateProfileRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Profile) => void,
+  ): ClientUnaryCall;
+  updateProfile(
+    request: UpdateProfileRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Profile) => void,
   ): ClientUnaryCall;
   /** One turn in a session of a profile (the canonical Bot Chat unless session_id is set). */
   chat(request: ChatRequest, callback: (error: ServiceError | null, response: ChatReply) => void): ClientUnaryCall;

@@ -180,6 +180,38 @@ export interface CreateRoomRequest {
   room_id?: string | undefined;
   name: string;
   members: Member[];
+  /** Unset or mode "local": a local room. Mode "quorum" needs a coordinator. */
+  replication?: RoomReplication | undefined;
+}
+
+/**
+ * A room's replication policy. At create, `replicas` are the other gateways (the creator is
+ * always one of them) and `min_insync` 0 means the default (a majority). In State, `replicas` is
+ * the whole set.
+ */
+export interface RoomReplication {
+  /** "local" or "quorum". */
+  mode: string;
+  replicas: string[];
+  min_insync: number;
+}
+
+/** The replication of a room as State shows it. */
+export interface ReplicationState {
+  mode: string;
+  replicas: string[];
+  min_insync: number;
+  /** The in-sync replicas as the authority record has them, the authority first. */
+  isr: string[];
+  /** Listed replicas not registered in the mesh now. */
+  missing: string[];
+  /** Unset when no live lease holds the room. */
+  lease: RoomLease | undefined;
+}
+
+export interface RoomLease {
+  holder: string;
+  expires_in_ms: number;
 }
 
 export interface RoomReply {
@@ -380,7 +412,14 @@ export interface ReplicaStateReply {
 export interface PromoteRequest {
   room_id: string;
   confirm: boolean;
-  reason?: string | undefined;
+  reason?:
+    | string
+    | undefined;
+  /**
+   * Quorum rooms: claim even though this gateway is not in the in-sync replicas (accepts losing
+   * acknowledged sends it lacks).
+   */
+  unclean?: boolean | undefined;
 }
 
 export interface PromoteReply {
@@ -425,6 +464,7 @@ export interface RoomStateReply {
   needs_you: boolean;
   /** The discussion of the newest user message (authority only). */
   discussion: DiscussionStatus | undefined;
+  replication: ReplicationState | undefined;
 }
 
 export interface DiscussionStatus {
@@ -1940,7 +1980,7 @@ export const RoomCapabilities: MessageFns<RoomCapabilities> = {
 };
 
 function createBaseCreateRoomRequest(): CreateRoomRequest {
-  return { room_id: undefined, name: "", members: [] };
+  return { room_id: undefined, name: "", members: [], replication: undefined };
 }
 
 export const CreateRoomRequest: MessageFns<CreateRoomRequest> = {
@@ -1953,6 +1993,9 @@ export const CreateRoomRequest: MessageFns<CreateRoomRequest> = {
     }
     for (const v of message.members) {
       Member.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.replication !== undefined) {
+      RoomReplication.encode(message.replication, writer.uint32(34).fork()).join();
     }
     return writer;
   },
@@ -1994,6 +2037,14 @@ export const CreateRoomRequest: MessageFns<CreateRoomRequest> = {
             message.members.push(Member.decode(reader, reader.uint32()));
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.replication = RoomReplication.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2014,6 +2065,272 @@ export const CreateRoomRequest: MessageFns<CreateRoomRequest> = {
     message.room_id = object.room_id ?? undefined;
     message.name = object.name ?? "";
     message.members = object.members?.map((e) => Member.fromPartial(e)) || [];
+    message.replication = (object.replication !== undefined && object.replication !== null)
+      ? RoomReplication.fromPartial(object.replication)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseRoomReplication(): RoomReplication {
+  return { mode: "", replicas: [], min_insync: 0 };
+}
+
+export const RoomReplication: MessageFns<RoomReplication> = {
+  encode(message: RoomReplication, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.mode !== "") {
+      writer.uint32(10).string(message.mode);
+    }
+    for (const v of message.replicas) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.min_insync !== 0) {
+      writer.uint32(24).uint32(message.min_insync);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RoomReplication {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRoomReplication();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.mode = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.replicas.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.min_insync = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RoomReplication>, I>>(base?: I): RoomReplication {
+    return RoomReplication.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RoomReplication>, I>>(object: I): RoomReplication {
+    const message = createBaseRoomReplication();
+    message.mode = object.mode ?? "";
+    message.replicas = object.replicas?.map((e) => e) || [];
+    message.min_insync = object.min_insync ?? 0;
+    return message;
+  },
+};
+
+function createBaseReplicationState(): ReplicationState {
+  return { mode: "", replicas: [], min_insync: 0, isr: [], missing: [], lease: undefined };
+}
+
+export const ReplicationState: MessageFns<ReplicationState> = {
+  encode(message: ReplicationState, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.mode !== "") {
+      writer.uint32(10).string(message.mode);
+    }
+    for (const v of message.replicas) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.min_insync !== 0) {
+      writer.uint32(24).uint32(message.min_insync);
+    }
+    for (const v of message.isr) {
+      writer.uint32(34).string(v!);
+    }
+    for (const v of message.missing) {
+      writer.uint32(42).string(v!);
+    }
+    if (message.lease !== undefined) {
+      RoomLease.encode(message.lease, writer.uint32(50).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReplicationState {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReplicationState();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.mode = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.replicas.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.min_insync = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.isr.push(reader.string());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.missing.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.lease = RoomLease.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ReplicationState>, I>>(base?: I): ReplicationState {
+    return ReplicationState.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReplicationState>, I>>(object: I): ReplicationState {
+    const message = createBaseReplicationState();
+    message.mode = object.mode ?? "";
+    message.replicas = object.replicas?.map((e) => e) || [];
+    message.min_insync = object.min_insync ?? 0;
+    message.isr = object.isr?.map((e) => e) || [];
+    message.missing = object.missing?.map((e) => e) || [];
+    message.lease = (object.lease !== undefined && object.lease !== null)
+      ? RoomLease.fromPartial(object.lease)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseRoomLease(): RoomLease {
+  return { holder: "", expires_in_ms: 0 };
+}
+
+export const RoomLease: MessageFns<RoomLease> = {
+  encode(message: RoomLease, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.holder !== "") {
+      writer.uint32(10).string(message.holder);
+    }
+    if (message.expires_in_ms !== 0) {
+      writer.uint32(16).uint64(message.expires_in_ms);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RoomLease {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRoomLease();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.holder = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.expires_in_ms = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RoomLease>, I>>(base?: I): RoomLease {
+    return RoomLease.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RoomLease>, I>>(object: I): RoomLease {
+    const message = createBaseRoomLease();
+    message.holder = object.holder ?? "";
+    message.expires_in_ms = object.expires_in_ms ?? 0;
     return message;
   },
 };
@@ -4030,7 +4347,7 @@ export const ReplicaStateReply: MessageFns<ReplicaStateReply> = {
 };
 
 function createBasePromoteRequest(): PromoteRequest {
-  return { room_id: "", confirm: false, reason: undefined };
+  return { room_id: "", confirm: false, reason: undefined, unclean: undefined };
 }
 
 export const PromoteRequest: MessageFns<PromoteRequest> = {
@@ -4043,6 +4360,9 @@ export const PromoteRequest: MessageFns<PromoteRequest> = {
     }
     if (message.reason !== undefined) {
       writer.uint32(26).string(message.reason);
+    }
+    if (message.unclean !== undefined) {
+      writer.uint32(32).bool(message.unclean);
     }
     return writer;
   },
@@ -4084,6 +4404,14 @@ export const PromoteRequest: MessageFns<PromoteRequest> = {
             message.reason = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.unclean = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4104,6 +4432,7 @@ export const PromoteRequest: MessageFns<PromoteRequest> = {
     message.room_id = object.room_id ?? "";
     message.confirm = object.confirm ?? false;
     message.reason = object.reason ?? undefined;
+    message.unclean = object.unclean ?? undefined;
     return message;
   },
 };
@@ -4481,7 +4810,7 @@ export const StateRequest: MessageFns<StateRequest> = {
 };
 
 function createBaseRoomStateReply(): RoomStateReply {
-  return { room: undefined, driver_status: "", needs_you: false, discussion: undefined };
+  return { room: undefined, driver_status: "", needs_you: false, discussion: undefined, replication: undefined };
 }
 
 export const RoomStateReply: MessageFns<RoomStateReply> = {
@@ -4497,6 +4826,9 @@ export const RoomStateReply: MessageFns<RoomStateReply> = {
     }
     if (message.discussion !== undefined) {
       DiscussionStatus.encode(message.discussion, writer.uint32(34).fork()).join();
+    }
+    if (message.replication !== undefined) {
+      ReplicationState.encode(message.replication, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -4546,6 +4878,14 @@ export const RoomStateReply: MessageFns<RoomStateReply> = {
             message.discussion = DiscussionStatus.decode(reader, reader.uint32());
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.replication = ReplicationState.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4568,6 +4908,9 @@ export const RoomStateReply: MessageFns<RoomStateReply> = {
     message.needs_you = object.needs_you ?? false;
     message.discussion = (object.discussion !== undefined && object.discussion !== null)
       ? DiscussionStatus.fromPartial(object.discussion)
+      : undefined;
+    message.replication = (object.replication !== undefined && object.replication !== null)
+      ? ReplicationState.fromPartial(object.replication)
       : undefined;
     return message;
   },

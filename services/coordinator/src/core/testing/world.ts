@@ -188,6 +188,8 @@ export class CoordinationWorld {
       gateway_id: need(d.named.get("gateway"), "gateway="),
       epoch: int(d.named.get("epoch"), "epoch="),
       isr: need(d.named.get("isr"), "isr=").split(","),
+      replicas: (d.named.get("replicas") ?? need(d.named.get("isr"), "isr=")).split(","),
+      min_insync: Number(d.named.get("min_insync") ?? 1),
       lease: lease === "null" ? null : lease,
     };
     this.write(record);
@@ -269,6 +271,7 @@ export class CoordinationWorld {
       maxLag: this.lagLimit,
       recordedIsr: record.isr,
       logEnd: int(d.named.get("log") ?? "0", "log"),
+      ...(d.named.has("join_floor") ? { joinFloor: int(d.named.get("join_floor"), "join_floor") } : {}),
       now: () => this.time,
     });
     return `room led by ${record.gateway_id}@${record.epoch}: replicas=[${this.replicas.join(",")}] min_insync=${this.minInsync} isr ${this.describeIsr()} log_end=${this.tracker.logEnd}`;

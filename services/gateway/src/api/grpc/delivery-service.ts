@@ -21,7 +21,7 @@ export function deliveryServiceHandlers(deps: DeliveryHandlerDeps): ServiceHandl
       if (!req.profile) throw new HermesError("invalid_params", "which bot sends it? set profile (CLI: -p NAME)");
       if (!req.target)
         throw new HermesError("invalid_params", "a target is required (a teammate's name, <peer>/<profile> or <handle>@<connection>)");
-      const ack = deliveries.send(req.profile, req.target, req.message, {
+      const ack = await deliveries.send(req.profile, req.target, req.message, {
         ttl_seconds: req.ttl_seconds || undefined,
         delivery_id: req.delivery_id || undefined,
       });
@@ -47,7 +47,7 @@ export function deliveryServiceHandlers(deps: DeliveryHandlerDeps): ServiceHandl
       }
       if (!req.envelope) throw new HermesError("invalid_params", "Deliver needs an envelope");
       if (!req.target_profile) throw new HermesError("invalid_params", "Deliver needs the target profile");
-      const receipt = await deliveries.ingress.accept(req.envelope, {
+      const receipt = await deliveries.accept(req.envelope, {
         target_profile: req.target_profile,
         sender_name: req.sender_name || undefined,
         source: "peer",

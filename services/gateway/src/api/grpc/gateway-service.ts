@@ -2,33 +2,47 @@ import type { ServiceHandlers } from "@hermes/common";
 import type { ControlServiceServer, GatewayServiceServer, GatewayStatus } from "@hermes/proto/hermes/v1/gateway";
 import type { ChatService } from "../../app/chat.js";
 import type { ProfileService } from "../../app/profiles.js";
+import { type BotModeApi, PROFILE_METHODS } from "../botmode/methods.js";
+import { toWireProfile } from "../botmode/wire.js";
+import { grpcHandlers } from "../methods/unary-table.js";
 
 /** Whatever reports the running gateway's status (the daemon). */
 export interface GatewayStatusSource {
   status(): GatewayStatus;
 }
 
-/** GatewayService over gRPC: a thin adapter; validation and behaviour live in the app services. */
+/**
+ * GatewayService over gRPC: a thin adapter; validation and behaviour live in the app services.
+ * The profile reads and UpdateProfile come from the Bot Mode method table (`profiles.*`).
+ */
 export function gatewayServiceHandlers(deps: {
-  profiles: ProfileService;
+  botMode: BotModeApi;
   chat: ChatService;
   status: GatewayStatusSource;
 }): ServiceHandlers<GatewayServiceServer> {
-  const { profiles, chat, status } = deps;
+  const { chat, status } = deps;
+  const profiles: ProfileService = deps.botMode.profiles;
+  const { listProfiles, getProfile, updateProfile } = grpcHandlers(PROFILE_METHODS, deps.botMode);
   return {
     status: () => status.status(),
-    listProfiles: () => ({ profiles: profiles.list() }),
-    getProfile: (req) => profiles.show(req.name),
+    listProfiles: listProfiles!,
+    getProfile: getProfile!,
+    updateProfile: updateProfile!,
     createProfile: (req) =>
-      profiles.create(req.name, {
-        ...(req.title ? { title: req.title } : {}),
-        ...(req.description ? { description: req.description } : {}),
-        ...(req.model ? { model: req.model } : {}),
-        ...(req.provider ? { provider: req.provider } : {}),
-        ...(req.clone_from ? { clone_from: req.clone_from } : {}),
-        ...(req.soul ? { soul: req.soul } : {}),
-      }),
-    renameProfile: (req) => profiles.rename(req.old_name, req.new_name),
+      toWireProfile(
+        profiles.create(req.name, {
+          ...(req.title ? { title: req.title } : {}),
+          ...(req.description ? { description: req.description } : {}),
+          ...(req.model ? { model: req.model } : {}),
+          ...(req.provider ? { provider: req.provider } : {}),
+          ...(req.clone_from ? { clone_from: req.clone_from } : {}),
+          ...(req.soul ? { soul: req.soul } : {}),
+        }),
+      ),
+    renameProfile: (req) => {
+      const r = profiles.rename(req.old_name, req.new_name);
+      return { ...r, profile: toWireProfile(r.profile) };
+    },
     deleteProfile: (req) => profiles.delete(req.name),
     chat: (req, ctx) => chat.turn({ profile: req.profile, text: req.text, session_id: req.session_id || undefined, signal: ctx.signal }),
   };

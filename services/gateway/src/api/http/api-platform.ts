@@ -1,7 +1,8 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { ServerResponse } from "node:http";
 import { bearerToken, type ErrorReason, HermesError, type KeyRing, type Logger, type RouteHandler, toHermesError } from "@hermes/common";
 import { z } from "zod";
 import type { ChatService } from "../../app/chat.js";
+import { readBody } from "./read-body.js";
 
 /** The inbound `api` platform: POST a chat message, get the bot's reply (how channel overrides are used from outside). */
 export const API_PLATFORM_PATH = "/v1/platforms/api/messages";
@@ -67,39 +68,6 @@ function sendError(res: ServerResponse, err: HermesError): void {
   sendJson(res, HTTP_STATUS[err.reason] ?? 500, { error: { reason: err.reason, message: err.message, data } });
 }
 
-function bodyTooLarge(): HermesError {
-  return new HermesError("payload_too_large", `the body is over ${MAX_BODY_BYTES} bytes`, { data: { limit: MAX_BODY_BYTES } });
-}
-
-/**
- * The request body as text, at most MAX_BODY_BYTES. A larger one (declared or sent) is refused
- * without keeping it; the socket stays open so the 413 reaches the client (Node discards the rest).
- */
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    if (Number(req.headers["content-length"]) > MAX_BODY_BYTES) {
-      reject(bodyTooLarge());
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const collect = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= MAX_BODY_BYTES) {
-        chunks.push(chunk);
-        return;
-      }
-      req.off("data", collect);
-      chunks.length = 0;
-      req.resume();
-      reject(bodyTooLarge());
-    };
-    req.on("data", collect);
-    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
-    req.on("error", reject);
-  });
-}
-
 function parseMessage(raw: string): ApiPlatformMessage {
   let json: unknown;
   try {
@@ -148,7 +116,7 @@ export function apiPlatformRoute(deps: ApiPlatformDeps): RouteHandler {
       if (!deps.keys.accepts(bearerToken(req.headers.authorization))) {
         throw new HermesError("unauthenticated", "missing or wrong API key: send `Authorization: Bearer <key>`");
       }
-      const message = parseMessage(await readBody(req));
+      const message = parseMessage(await readBody(req, MAX_BODY_BYTES));
       const abort = new AbortController();
       res.on("close", () => {
         if (!res.writableEnded) abort.abort();

@@ -15,6 +15,7 @@ import type { RoomsService } from "../../app/rooms/rooms-service.js";
 import { checkSendParams, MAX_EPOCH, refusalError, sendParamsSchema } from "../../core/rooms/index.js";
 import {
   fromWireMember,
+  fromWireReplication,
   fromWireSend,
   optionalAuthority,
   toJsonEvent,
@@ -25,6 +26,7 @@ import {
   toWireDivergence,
   toWireEvent,
   toWireReplicaState,
+  toWireReplication,
   toWireRoom,
   toWireSend,
 } from "./wire.js";
@@ -136,7 +138,7 @@ const serverStream = <P, I, R>(m: ServerStreamDefinition<P, I, R>): ServerStream
 const subscription = <P extends TailParams>(m: SubscriptionDefinition<P>): SubscriptionRoomMethod<P> => ({ kind: "subscription", ...m });
 
 /** A method's params, or `invalid_params` naming the field of the first issue (`data.field`). */
-export function parseParams<P>(method: MethodBase<P>, raw: unknown): P {
+export function parseParams<P>(method: Pick<MethodBase<P>, "params" | "parse">, raw: unknown): P {
   if (method.parse) return method.parse(raw);
   const parsed = method.params.safeParse(raw ?? {});
   if (parsed.success) return parsed.data;
@@ -206,12 +208,23 @@ export const ROOM_METHODS: readonly RoomMethod[] = [
   unary({
     name: "groups.create",
     code: 4110,
-    params: z.object({ room_id: z.string().optional(), name: z.unknown().optional(), members: z.unknown().optional() }),
+    params: z.object({
+      room_id: z.string().optional(),
+      name: z.unknown().optional(),
+      members: z.unknown().optional(),
+      // Checked by the core (checkReplicationParams), which names the bad field.
+      replication: z.unknown().optional(),
+    }),
     call: (rooms, p) => rooms.create(p),
     json: (view) => ({ room: view }),
     grpc: {
       method: "create",
-      request: (req) => ({ room_id: req.room_id, name: req.name, members: req.members.map(fromWireMember) }),
+      request: (req) => ({
+        room_id: req.room_id,
+        name: req.name,
+        members: req.members.map(fromWireMember),
+        ...(req.replication ? { replication: fromWireReplication(req.replication) } : {}),
+      }),
       reply: (view) => ({ room: toWireRoom(view) }),
     },
   }),
@@ -306,7 +319,7 @@ export const ROOM_METHODS: readonly RoomMethod[] = [
   unary({
     name: "groups.promote",
     code: 4118,
-    params: z.object({ room_id: roomId, confirm: z.unknown().optional(), reason: z.unknown().optional() }),
+    params: z.object({ room_id: roomId, confirm: z.unknown().optional(), reason: z.unknown().optional(), unclean: z.boolean().optional() }),
     call: (rooms, p) => rooms.promote(p),
     json: identity,
     grpc: { method: "promote", request: identity, reply: identity },
@@ -333,6 +346,7 @@ export const ROOM_METHODS: readonly RoomMethod[] = [
         driver_status: s.driver_status,
         needs_you: s.needs_you,
         discussion: toWireDiscussion(s.discussion),
+        replication: toWireReplication(s.replication),
       }),
     },
   }),

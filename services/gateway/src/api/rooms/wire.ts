@@ -2,6 +2,7 @@ import { HermesError } from "@hermes/common";
 import {
   type DiscussionStatus,
   type ReplicaStateReply,
+  type ReplicationState,
   type Room,
   type SendReply,
   type SendRequest,
@@ -9,9 +10,11 @@ import {
   LogPage as WireLogPage,
   type Member as WireMember,
   type RoomEvent as WireRoomEvent,
+  type RoomReplication as WireRoomReplication,
 } from "@hermes/proto/hermes/v1/rooms";
 import type { TunnelPage } from "../../app/relay/relay-room-source.js";
 import type { AnyPage } from "../../app/rooms/live-tail.js";
+import type { ReplicationView } from "../../app/rooms/quorum/coordinated-rooms.js";
 import type { ReplicaStateResult, RoomDriverStatus, RoomView } from "../../app/rooms/rooms-service.js";
 import { packEvents } from "../../app/rooms/wire.js";
 import { type Authority, type DivergenceRecord, type LogPage, type Member, packedBytes, type RoomEvent } from "../../core/rooms/index.js";
@@ -122,6 +125,22 @@ export function fromWireMember(m: WireMember): Record<string, string> {
   if (m.gateway_id !== undefined) member.gateway_id = m.gateway_id;
   if (m.display_name !== undefined) member.display_name = m.display_name;
   return member;
+}
+
+/** CreateRoomRequest.replication as the JSON-RPC params (min_insync 0: the default). */
+export function fromWireReplication(r: WireRoomReplication): Record<string, unknown> {
+  return { mode: r.mode, replicas: r.replicas, ...(r.min_insync > 0 ? { min_insync: r.min_insync } : {}) };
+}
+
+export function toWireReplication(v: ReplicationView): ReplicationState {
+  return {
+    mode: v.mode,
+    replicas: v.replicas,
+    min_insync: v.min_insync,
+    isr: v.isr,
+    missing: v.missing,
+    lease: v.lease ? { holder: v.lease.holder, expires_in_ms: v.lease.expires_in_ms } : undefined,
+  };
 }
 
 export function toWireRoom(v: RoomView): Room {

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
-import { bearerToken, type KeyRing, type Logger, originAllowed, type UpgradeHandler } from "@hermes/common";
+import type { Logger, UpgradeHandler } from "@hermes/common";
 import { WebSocket, WebSocketServer } from "ws";
 import type { RpcMethod } from "./room-methods.js";
 import { MAX_FRAME_BYTES, serveConnection } from "./rpc-connection.js";
@@ -9,11 +9,13 @@ export { MAX_FRAME_BYTES } from "./rpc-connection.js";
 
 export interface RpcServerOptions {
   path?: string;
-  keys: KeyRing;
+  /**
+   * Who may open a socket: the console's admission rules (Origin, the Bearer key, the console
+   * session cookie; `ConsoleGate.check` with mutating = true).
+   */
+  admit(req: IncomingMessage): { admit: true } | { admit: false; status: 401 | 403; why: string };
   methods: Record<string, RpcMethod>;
   logger: Logger;
-  /** Browser origins allowed besides the gateway's own (`http.allowed_origins`, canonical). */
-  allowedOrigins?: readonly string[];
   /** WebSocket connections served at once (`http.max_rpc_connections`). */
   maxConnections: number;
 }
@@ -43,14 +45,14 @@ function refuse(socket: Duplex, status: string, body: string): void {
 
 /**
  * JSON-RPC 2.0 over WebSocket at /rpc on the HTTP port. The upgrade is refused before
- * any WebSocket exists: 403 for a browser page of another origin (`originAllowed`), 401 without
- * the right key (`Authorization: Bearer <key>`), 503 when `maxConnections` are open. Every frame
+ * any WebSocket exists: 403 for a browser page of another origin (or a cookie without Origin),
+ * 401 without the right key (`Authorization: Bearer <key>`) or a live console session, 503 when
+ * `maxConnections` are open. Every frame
  * is untrusted: malformed JSON, wrong shapes, unknown methods and thrown errors all become typed
  * JSON-RPC errors with `data.reason`; nothing a client sends can throw out of the handler.
  */
 export function createRpcServer(options: RpcServerOptions): RpcServer {
   const path = options.path ?? "/rpc";
-  const allowedOrigins = options.allowedOrigins ?? [];
   const maxConnections = options.maxConnections;
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false, WebSocket: RpcSocket });
   const sockets = new Set<WebSocket>();
@@ -60,20 +62,27 @@ export function createRpcServer(options: RpcServerOptions): RpcServer {
   const upgrade: UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const url = (req.url ?? "/").split("?")[0];
     if (url !== path) return false;
-    if (!originAllowed(req, allowedOrigins)) {
+    const answer = options.admit(req);
+    if (!answer.admit && answer.status === 403) {
       options.logger.warn(
-        { origin: req.headers.origin, remote: req.socket.remoteAddress },
+        { origin: req.headers.origin, remote: req.socket.remoteAddress, why: answer.why },
         "refused a WebSocket upgrade from another origin",
       );
       refuse(
         socket,
         "403 Forbidden",
-        `origin ${JSON.stringify(req.headers.origin)} may not use this gateway: list it in http.allowed_origins (or HERMES_HTTP_ALLOWED_ORIGINS)`,
+        req.headers.origin === undefined
+          ? answer.why
+          : `origin ${JSON.stringify(req.headers.origin)} may not use this gateway: list it in http.allowed_origins (or HERMES_HTTP_ALLOWED_ORIGINS)`,
       );
       return true;
     }
-    if (!options.keys.accepts(bearerToken(req.headers.authorization))) {
-      refuse(socket, "401 Unauthorized", "missing or wrong API key: send `Authorization: Bearer <key>` in the WebSocket upgrade");
+    if (!answer.admit) {
+      refuse(
+        socket,
+        "401 Unauthorized",
+        `${answer.why}: send \`Authorization: Bearer <key>\` in the WebSocket upgrade, or log in to the console`,
+      );
       return true;
     }
     if (sockets.size + upgrading >= maxConnections) {

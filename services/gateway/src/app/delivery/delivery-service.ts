@@ -1,113 +1,243 @@
-import { type Clock, HermesError, isoTime, type Logger, toHermesError } from "@hermes/common";
-import PQueue from "p-queue";
+import { type Clock, HermesError, type Logger, newId, toHermesError } from "@hermes/common";
 import type { Registry } from "prom-client";
-import { attributedMessage, type DeliveryEnvelope } from "../../core/delivery/envelope.js";
-import { outboxFromTarget } from "../../core/delivery/outbox-outcome.js";
-import {
-  claim,
-  completionFor,
-  type DeliveryRecord,
-  endByDeletion,
-  expireIfDue,
-  fail,
-  isTerminal,
-  type Receipt,
-  type ReceiptState,
-  toReceipt,
-} from "../../core/delivery/receipt.js";
+import { assertDeliveryMessage, newEnvelope, parseEnvelope, queuedAck } from "../../core/delivery/envelope.js";
+import { type IngressEffect, type IngressEvent, IngressMachine, type LaneStats } from "../../core/delivery/ingress-machine.js";
+import { type LocalIngressState, type OutboxEffect, type OutboxEvent, OutboxMachine } from "../../core/delivery/outbox-machine.js";
+import { type DeliveryRecord, isTerminal, type Receipt, type ReceiptState, toReceipt } from "../../core/delivery/receipt.js";
+import { envelopeOf, type IngressSource, newIngressRow, newOutboxRow, type OutboxRow } from "../../core/delivery/rows.js";
+import { resolveTarget } from "../../core/delivery/targets.js";
 import type { RosterEntry } from "../../core/models/system-prompt.js";
-import type { DeliveriesStore, ListedDelivery, OutboxRow } from "../../store/deliveries-store.js";
-import type { ProfileDatabases } from "../../store/gateway-store.js";
-import { TranscriptStore } from "../../store/sessions-store.js";
-import type { ChatService } from "../chat.js";
+import type { DeliveriesStore, ListedDelivery } from "../../store/deliveries-store.js";
+import type { MessageAgentHost } from "../chat.js";
 import type { DeliverySettings } from "../config.js";
-import type { PeerDirectory } from "../peers/peer-directory.js";
+import { Events } from "../events.js";
 import type { ProfileService } from "../profiles.js";
 import type { SessionService } from "../sessions.js";
+import { DeliveryCommit, type DeliveryWrite, isDeliveryWrite } from "./delivery-commit.js";
 import { DeliveryMetrics } from "./delivery-metrics.js";
 import { attemptFailure } from "./failure.js";
-import type { DeliveryIngress } from "./ingress.js";
-import { TargetLanes } from "./lanes.js";
-import type { Outbox, SendOptions } from "./outbox.js";
 import type { DeliveryRoster } from "./roster.js";
-import { type DeliveryTransport, LocalTransport, NoRelayTransport, PeerTransport } from "./transports.js";
 import { OutcomeWaiters } from "./waiters.js";
+
+export interface SendOptions {
+  ttl_seconds?: number | undefined;
+  delivery_id?: string | undefined;
+}
+
+export interface AcceptOptions {
+  /** The profile on this gateway the mail is for (a name or a former name). */
+  target_profile: string;
+  /** The sender's display name, for the attribution prefix (the profile name when absent). */
+  sender_name?: string | undefined;
+  source: IngressSource;
+  signal?: AbortSignal | undefined;
+}
+
+/** What the delivery worker does for the machines: Bot Chat lanes and turns, transports, notifications. */
+export type DeliveryWork =
+  | Extract<IngressEffect, { kind: "open_session" | "run_turn" | "release_session" | "abort_turn" }>
+  | Extract<OutboxEffect, { kind: "transmit" | "notify" }>;
+
+/** What the worker reports back: how a session lane, a turn, a transport or a notification went. */
+export type WorkReport =
+  | { side: "ingress"; event: Extract<IngressEvent, { kind: "session_opened" | "session_refused" | "turn_ended" }> }
+  | { side: "outbox"; event: Extract<OutboxEvent, { kind: "transport_answered" | "transport_failed" | "notified" }> };
+
+export interface DeliveryServiceEvents {
+  /** Work for the delivery worker, emitted once the commit it depends on is durable (a lane request at once). */
+  work: [work: DeliveryWork];
+}
 
 export interface DeliveryServiceDeps {
   store: DeliveriesStore;
-  profileDbs: ProfileDatabases;
   profiles: ProfileService;
   sessions: SessionService;
-  chat: ChatService;
-  /** Where sends are committed; the service moves each row it queues. */
-  outbox: Outbox;
   roster: DeliveryRoster;
-  /** The target side, for mail to local bots (and the receipts of mail run here). */
-  ingress: DeliveryIngress;
-  lanes: DeliveryLanes;
-  peers: PeerDirectory;
-  /** `<handle>@<connection>` mail, when this gateway has a relay; without one such mail fails runtime_offline. */
-  relay?: DeliveryTransport | undefined;
+  /** Persists the live routing index (a settled turn touches its session's entry, in the same commit). */
+  flushRouting(): void;
   clock: Clock;
   logger: Logger;
+  gatewayId: string;
   settings: DeliverySettings;
+  registry?: Registry | undefined;
 }
 
-/** The lanes of deliveries in flight (the ingress's turns here, the sends to other gateways) and their metrics. */
-export interface DeliveryLanes {
-  ingress: TargetLanes;
-  outbound: TargetLanes;
-  metrics: DeliveryMetrics;
-}
-
-/** Both lanes behind the same size of cap (`delivery.max_parallel_targets`), counted on `registry`. */
-export function deliveryLanes(settings: DeliverySettings, registry: Registry | undefined): DeliveryLanes {
-  const ingress = new TargetLanes(new PQueue({ concurrency: settings.maxParallelTargets }));
-  const outbound = new TargetLanes(new PQueue({ concurrency: settings.maxParallelTargets }));
-  const metrics = new DeliveryMetrics(registry, () => ({ ingress: ingress.depth(), outbox: outbound.depth() }));
-  return { ingress, outbound, metrics };
-}
+type Side = "outbox" | "ingress";
 
 /**
- * Bot-to-bot delivery on this gateway, after the outbox commit: the transports by route kind,
- * the local target's ingress, completion notifications into the sender's Bot Chat, TTL sweeping,
- * restart recovery and the receipts the CLI shows.
+ * Bot-to-bot delivery on this gateway: the thin loop around the two delivery machines
+ * (core/delivery/outbox-machine.ts for mail sent from here, core/delivery/ingress-machine.ts for
+ * mail run here). Every call and every report is an event; the effects of a step are applied in
+ * order: row changes go into the group commit (DeliveryCommit), and everything else waits for it
+ * — acks, answers to waiting callers, and the work the delivery worker does (turns, transports,
+ * notifications). A local delivery's ingress effects are handed to the outbox machine in the same
+ * step, so both rows of one delivery change in one commit.
+ *
+ * Built before the turn engine (whose message_agent sends through it) and the relay link (which
+ * hands it relayed mail); the worker, built after both, subscribes to its `work`.
  */
-export class DeliveryService {
+export class DeliveryService implements MessageAgentHost {
   readonly store: DeliveriesStore;
-  readonly ingress: DeliveryIngress;
   readonly metrics: DeliveryMetrics;
-  /** Turns of deliveries run here, per target profile, behind the global cap. */
-  readonly ingressLanes: TargetLanes;
-  /** Sends to other gateways, per target, behind the same size of cap. */
-  private readonly outboundLanes: TargetLanes;
-  private readonly waiters = new OutcomeWaiters();
-  private readonly notifiedPending: string[] = [];
-  private readonly transports: Record<Exclude<OutboxRow["route"]["kind"], "local">, DeliveryTransport>;
-  private readonly local: LocalTransport;
+  readonly commit: DeliveryCommit;
+  readonly events = new Events<DeliveryServiceEvents>();
+  private readonly outbox: OutboxMachine;
+  private readonly ingress: IngressMachine;
+  /** Callers of `wait` for mail sent from here, and callers of `accept` / `wait` for mail run here. */
+  private readonly senderWaiters = new OutcomeWaiters();
+  private readonly targetWaiters = new OutcomeWaiters();
+  private readonly timers = new Map<string, NodeJS.Timeout>();
   private sweeper: NodeJS.Timeout | undefined;
-  /** Profiles being deleted right now: their own Bot Chat gets no completion notifications. */
-  private readonly deleting = new Set<string>();
-  private stopping = false;
-  private readonly stopController = new AbortController();
+  /** Steps decided while an earlier step's effects are being applied. */
+  private readonly queued: { side: Side; effects: (OutboxEffect | IngressEffect)[] }[] = [];
+  private applying = false;
 
   constructor(private readonly deps: DeliveryServiceDeps) {
+    const { settings } = deps;
     this.store = deps.store;
-    this.ingress = deps.ingress;
-    this.ingressLanes = deps.lanes.ingress;
-    this.outboundLanes = deps.lanes.outbound;
-    this.metrics = deps.lanes.metrics;
-    this.local = new LocalTransport(this.ingress);
-    this.transports = {
-      peer: new PeerTransport(deps.peers, deps.settings.peerTimeoutMs),
-      relay: deps.relay ?? new NoRelayTransport(),
-    };
-    // Inside the outbox's commit: a local target's ingress row commits with it; the rest runs after.
-    deps.outbox.events.on("queued", (row, commit) =>
-      commit.afterCommit(row.route.kind === "local" ? this.admitLocal(row) : () => this.dispatch(row)),
-    );
+    this.outbox = new OutboxMachine({ maxParallelTargets: settings.maxParallelTargets, retryDelayMs: settings.retryDelayMs });
+    this.ingress = new IngressMachine(settings);
+    this.metrics = new DeliveryMetrics(deps.registry, () => ({ ingress: this.ingress.depth(), outbox: this.outbox.depth() }));
+    this.commit = new DeliveryCommit({
+      store: deps.store,
+      touchSession: (id) => deps.sessions.touch(id),
+      flushRouting: deps.flushRouting,
+      logger: deps.logger,
+    });
     deps.profiles.events.on("stopping", (name) => this.profileStopping(name));
+    deps.profiles.events.on("renamed", (from, to) => {
+      this.step("outbox", { kind: "profile_renamed", from, to });
+      this.step("ingress", { kind: "profile_renamed", from, to });
+    });
   }
+
+  /** Turns of deliveries running at once here (and the most seen), for tests and status. */
+  get ingressLanes(): LaneStats {
+    return this.ingress.stats;
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // The loop
+
+  private step(side: "outbox", event: OutboxEvent): void;
+  private step(side: "ingress", event: IngressEvent): void;
+  private step(side: Side, event: OutboxEvent | IngressEvent): void {
+    // Decided at once (a refusal throws to the caller); applied in decision order.
+    this.apply(side, this.handle(side, event));
+  }
+
+  /**
+   * Applies a step's effects. A step decided while another one's effects are applied (the worker
+   * reporting a lane it was granted at once) is applied after it, into the same batch, so the batch's
+   * writes stay in the order they were decided.
+   */
+  private apply(side: Side, effects: (OutboxEffect | IngressEffect)[]): void {
+    this.queued.push({ side, effects });
+    if (this.applying) return;
+    this.applying = true;
+    const writes: DeliveryWrite[] = [];
+    const after: (() => void)[] = [];
+    try {
+      for (let next = this.queued.shift(); next !== undefined; next = this.queued.shift())
+        this.visit(next.side, next.effects, writes, after);
+    } finally {
+      this.applying = false;
+      this.commit.add(writes, after);
+    }
+  }
+
+  private handle(side: Side, event: OutboxEvent | IngressEvent): (OutboxEffect | IngressEffect)[] {
+    const now = this.deps.clock.now();
+    return side === "outbox" ? this.outbox.handle(event as OutboxEvent, now) : this.ingress.handle(event as IngressEvent, now);
+  }
+
+  /** Sorts a step's effects into writes and what runs after the commit; hands local ingress changes to the outbox machine. */
+  private visit(side: Side, effects: (OutboxEffect | IngressEffect)[], writes: DeliveryWrite[], after: (() => void)[]): void {
+    for (const effect of effects) {
+      if (isDeliveryWrite(effect)) {
+        writes.push(effect);
+        continue;
+      }
+      switch (effect.kind) {
+        case "admit_local":
+          this.visit("ingress", this.admitLocal(effect.row), writes, after);
+          break;
+        case "progress":
+        case "ended":
+          if (side === "ingress") {
+            const receipt = effect.kind === "progress" ? effect.receipt : toReceipt(effect.row);
+            if (this.outbox.isOpen(receipt.delivery_id)) {
+              this.visit("outbox", this.handle("outbox", { kind: "target_reported", receipt }), writes, after);
+            }
+          }
+          if (effect.kind === "ended") {
+            const restart = "restart" in effect && effect.restart === true;
+            after.push(() => this.ended(side, effect.row, restart));
+          }
+          break;
+        case "answer":
+          after.push(() => this.targetWaiters.ended(effect.receipt));
+          break;
+        case "retrying":
+          after.push(() => {
+            this.metrics.recordRetry(side, effect.reason);
+            this.deps.logger.warn(
+              { delivery_id: effect.id, reason: effect.reason, error: effect.error },
+              side === "ingress"
+                ? "delivery attempt failed; retrying once in the same session"
+                : "delivery to another gateway failed; retrying once",
+            );
+          });
+          break;
+        case "retry_timer":
+          after.push(() => this.armRetry(side, effect.id, effect.ms));
+          break;
+        case "abandon_waiters":
+          after.push(() => (side === "outbox" ? this.senderWaiters : this.targetWaiters).abandonAll(effect.error));
+          break;
+        case "open_session":
+          // Asking for a Bot Chat's lane shows nothing to anyone, so it does not wait for the commit: a
+          // lane granted at once lets the claim ride in the same commit as the admission.
+          this.events.emit("work", effect);
+          break;
+        default:
+          after.push(() => this.events.emit("work", effect));
+      }
+    }
+  }
+
+  private ended(side: Side, row: DeliveryRecord, restart: boolean): void {
+    this.metrics.recordEnd(side, row, this.deps.clock.now());
+    const fields = { delivery_id: row.delivery_id, target: row.target, state: row.state, reason: row.reason, attempts: row.attempts };
+    if (restart) this.deps.logger.warn(fields, "delivery was mid-turn at restart: ambiguous");
+    else this.deps.logger.info(fields, side === "outbox" ? `delivery ${row.state} (sender side)` : `delivery ${row.state}`);
+    (side === "outbox" ? this.senderWaiters : this.targetWaiters).ended(toReceipt(row));
+  }
+
+  private armRetry(side: Side, id: string, ms: number): void {
+    const key = `${side}:${id}`;
+    this.timers.set(
+      key,
+      setTimeout(() => {
+        this.timers.delete(key);
+        if (side === "outbox") this.step("outbox", { kind: "retry_due", id });
+        else this.step("ingress", { kind: "retry_due", id });
+      }, ms),
+    );
+  }
+
+  /** The worker's report of how its work went. */
+  report(report: WorkReport): void {
+    try {
+      if (report.side === "outbox") this.step("outbox", report.event);
+      else this.step("ingress", report.event);
+    } catch (err) {
+      this.deps.logger.error({ err: toHermesError(err), event: report.event.kind }, "a delivery report could not be applied");
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Entry points
 
   /** Profiles were created, renamed or deleted (or the relay roster changed): rebuild on next use. */
   rosterChanged(): void {
@@ -119,251 +249,106 @@ export class DeliveryService {
     return this.deps.roster.teammates(profile);
   }
 
-  /** message_agent and SendMessage: see Outbox.send. */
-  send(fromProfile: string, target: string, message: string, options: SendOptions = {}): { status: "queued"; delivery_id: string } {
-    return this.deps.outbox.send(fromProfile, target, message, options);
-  }
-
-  private envelopeOf(row: OutboxRow): DeliveryEnvelope {
-    return {
-      delivery_id: row.delivery_id,
-      from_profile: row.from_profile,
-      from_gateway: row.from_gateway,
-      target: row.target,
-      message: row.message,
-      created_at: row.created_at,
-      ttl_seconds: row.ttl_seconds,
-    };
-  }
-
-  /** A bot's display name for attribution (from the roster cache: a rename of the label shows within seconds). */
-  private senderName(profile: string): string {
-    return this.deps.roster.displayName(profile);
+  /** Refuses new mail while the last commit failed (a full disk): nothing could be acknowledged. */
+  private assertCommitting(): void {
+    const failure = this.commit.failure;
+    if (failure) throw failure;
   }
 
   /**
-   * Stores the ingress row of a local delivery (inside the caller's transaction) and returns what
-   * to run after the commit: queueing it in the target's lane. The target's progress and end are
-   * mirrored on the outbox row synchronously, in the ingress's own commits.
+   * message_agent and SendMessage: validates the target (typed unknown_target listing the valid
+   * teammates) and the message (≤ 16,000 characters, verbatim), and acks `{status: "queued",
+   * delivery_id}` once the outbox row (and, for a local target, its ingress row) is committed;
+   * delivery goes on in the background. A repeat of a known id with the same payload is acked again.
    */
-  private admitLocal(row: OutboxRow): () => void {
-    if (row.route.kind !== "local") throw new HermesError("internal", "not a local route");
-    let admitted: ReturnType<DeliveryIngress["admit"]>;
-    let mirroredEnd = false;
+  async send(
+    fromProfile: string,
+    target: string,
+    message: string,
+    options: SendOptions = {},
+  ): Promise<{ status: "queued"; delivery_id: string }> {
+    this.assertCommitting();
+    const { profiles, clock, gatewayId, settings } = this.deps;
+    const from = profiles.resolve(fromProfile);
+    profiles.assertIdentitySettled(from);
+    assertDeliveryMessage(message);
+    const route = resolveTarget(target, this.deps.roster.targets(), { self: from });
+    const now = clock.now();
+    const envelope = newEnvelope(
+      {
+        from_profile: from,
+        from_gateway: gatewayId,
+        target: route.target,
+        message,
+        ttl_seconds: options.ttl_seconds || settings.ttlSeconds,
+        delivery_id: options.delivery_id || undefined,
+      },
+      { now, newId: () => newId("dlv") },
+    );
+    const id = envelope.delivery_id;
+    const stored = options.delivery_id && !this.outbox.isOpen(id) ? this.store.outbox(id) : undefined;
+    this.step("outbox", { kind: "send", row: newOutboxRow(envelope, route, now), stored });
+    await this.commit.durable();
+    return queuedAck(envelope);
+  }
+
+  /**
+   * The target side's one entry point for mail from elsewhere (a peer's Deliver, the relay):
+   * resolves with the receipt once the delivery has ended here. Same id + same payload answers
+   * with the stored result or waits for the running attempt; another payload is idempotency_conflict.
+   */
+  accept(value: unknown, options: AcceptOptions): Promise<Receipt> {
     try {
-      admitted = this.ingress.admit(this.envelopeOf(row), {
-        target_profile: row.route.profile,
-        sender_name: this.senderName(row.from_profile),
-        source: "local",
-        onProgress: (r) => {
-          mirroredEnd ||= isTerminal(r.state);
-          this.fromTarget(row.delivery_id, r);
-        },
-      });
-    } catch (err) {
-      return () => this.localFailed(row.delivery_id, err);
-    }
-    return () => {
-      admitted.outcome.then(
-        // The end was normally mirrored already, in the ingress's commit; this covers an answer without progress.
-        (r) => mirroredEnd || this.fromTarget(row.delivery_id, r),
-        (err) => this.localFailed(row.delivery_id, err),
+      this.assertCommitting();
+      const envelope = parseEnvelope(value);
+      const profile = this.targetProfile(options.target_profile);
+      const id = envelope.delivery_id;
+      const stored = this.ingress.isOpen(id) ? undefined : this.store.ingress(id);
+      if (!stored && !this.ingress.isOpen(id)) this.deps.profiles.assertIdentitySettled(profile);
+      const row = newIngressRow(
+        envelope,
+        { target_profile: profile, sender_name: options.sender_name, source: options.source },
+        this.deps.clock.now(),
       );
-      admitted.schedule();
-    };
-  }
-
-  /** Hands an open outbox row to its transport: local through the ingress (which fixes the order), remote through its lane. */
-  private dispatch(row: OutboxRow): void {
-    if (row.route.kind === "local") {
-      this.local
-        .deliver(row.route, this.envelopeOf(row), {
-          sender_name: this.senderName(row.from_profile),
-          onProgress: (r) => this.fromTarget(row.delivery_id, r),
-        })
-        .then(
-          (r) => this.fromTarget(row.delivery_id, r),
-          (err) => this.localFailed(row.delivery_id, err),
-        );
-      return;
+      this.step("ingress", { kind: "admit", row, stored });
+      return this.targetWaiters.wait(id, options.signal);
+    } catch (err) {
+      return Promise.reject(err);
     }
-    this.outboundLanes.add(row.route.target, row.delivery_id, () => this.sendRemote(row.delivery_id));
   }
 
-  /** The outbound lane job of one remote delivery: attempts until it has ended (one transport retry at most). */
-  private async sendRemote(id: string): Promise<void> {
-    for (;;) {
-      let again: boolean;
-      try {
-        again = await this.outboundLanes.inSlot(() => this.remoteAttempt(id));
-      } catch {
-        return; // stopping: the row stays open and is sent again after the restart
-      }
-      if (!again || this.stopping) return;
-      if (this.deps.settings.retryDelayMs > 0) {
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, this.deps.settings.retryDelayMs);
-          this.stopController.signal.addEventListener(
-            "abort",
-            () => {
-              clearTimeout(timer);
-              resolve();
-            },
-            { once: true },
-          );
+  /** A local delivery's ingress row, in the step (and so the commit) of its outbox row; a refusal ends the outbox row. */
+  private admitLocal(row: OutboxRow): (OutboxEffect | IngressEffect)[] {
+    const now = this.deps.clock.now();
+    try {
+      const profile = this.targetProfile(row.target_profile ?? "");
+      const stored = this.ingress.isOpen(row.delivery_id) ? undefined : this.store.ingress(row.delivery_id);
+      if (!stored) this.deps.profiles.assertIdentitySettled(profile);
+      const ingressRow = newIngressRow(
+        envelopeOf(row),
+        { target_profile: profile, sender_name: this.deps.roster.displayName(row.from_profile), source: "local" },
+        now,
+      );
+      return this.ingress.handle({ kind: "admit", row: ingressRow, stored }, now);
+    } catch (err) {
+      const { reason, error } = attemptFailure(err);
+      return this.outbox.handle({ kind: "local_refused", id: row.delivery_id, failure: { reason, error } }, now);
+    }
+  }
+
+  /** The local profile for `name` (aliases too); an unknown one is unknown_target with the profiles listed. */
+  private targetProfile(name: string): string {
+    try {
+      return this.deps.profiles.resolve(name);
+    } catch (err) {
+      if (err instanceof HermesError && (err.reason === "not_found" || err.reason === "invalid_name")) {
+        const profiles = this.deps.profiles.names();
+        throw new HermesError("unknown_target", `no bot called ${JSON.stringify(name)} here; this gateway has: ${profiles.join(", ")}`, {
+          data: { target: name, teammates: profiles },
         });
       }
-      if (this.stopping) return;
+      throw err;
     }
-  }
-
-  /** One transport attempt; true when the single retry is due. */
-  private async remoteAttempt(id: string): Promise<boolean> {
-    const row = this.store.outbox(id);
-    if (!row || isTerminal(row.state)) return false;
-    const now = this.deps.clock.now();
-    // An open row left "claimed" by a restart is simply sent again: the target dedupes by id.
-    const claimed = row.state === "queued" ? claim(row, now) : row;
-    if (claimed.state !== "claimed") {
-      this.finish(row, claimed);
-      return false;
-    }
-    if (claimed !== row) this.store.saveOutbox(claimed);
-    const transport = this.transports[row.route.kind as "peer" | "relay"];
-    try {
-      const receipt = await transport.deliver(row.route, this.envelopeOf(row), {
-        sender_name: this.senderName(row.from_profile),
-        signal: this.stopController.signal,
-      });
-      this.fromTarget(id, receipt);
-      return false;
-    } catch (err) {
-      if (this.stopping) return false;
-      const failure = attemptFailure(err);
-      const current = this.store.outbox(id);
-      if (current?.state !== "claimed") return false;
-      const next = fail(current, { reason: failure.reason, error: failure.error }, this.deps.clock.now());
-      if (next.state === "queued") {
-        this.store.saveOutbox(next);
-        this.metrics.recordRetry("outbox", failure.reason);
-        this.deps.logger.warn(
-          { delivery_id: id, reason: failure.reason, error: failure.error },
-          "delivery to another gateway failed; retrying once",
-        );
-        return true;
-      }
-      // The row as it is now: a rename while the transport ran rekeyed the sender's Bot Chat.
-      this.finish(current, next);
-      return false;
-    }
-  }
-
-  /** The target reported progress or the end: mirror it on the outbox row. */
-  private fromTarget(id: string, receipt: Receipt): void {
-    const row = this.store.outbox(id);
-    if (!row) return;
-    const next = outboxFromTarget(row, receipt, this.deps.clock.now());
-    if (next === row) return;
-    if (isTerminal(next.state)) this.finish(row, next);
-    else this.store.saveOutbox(next);
-  }
-
-  /** The local ingress refused or dropped the mail (never because we are stopping: then the row waits for the restart). */
-  private localFailed(id: string, err: unknown): void {
-    if (this.stopping) return;
-    const row = this.store.outbox(id);
-    if (!row || isTerminal(row.state)) return;
-    const failure = attemptFailure(err);
-    const now = this.deps.clock.now();
-    const claimed = row.state === "queued" ? claim(row, now) : row;
-    this.finish(
-      row,
-      claimed.state === "claimed" ? fail(claimed, { reason: failure.reason, error: failure.error, final: true }, now) : claimed,
-    );
-  }
-
-  /** An outbox row ended: store it, count it, wake waiters, notify the sender's Bot Chat. */
-  private finish(row: OutboxRow, record: DeliveryRecord): void {
-    this.store.saveOutbox(record);
-    const now = this.deps.clock.now();
-    this.metrics.recordEnd("outbox", record, now);
-    const ended: OutboxRow = { ...row, ...record };
-    this.deps.logger.info(
-      { delivery_id: row.delivery_id, target: row.target, state: record.state, reason: record.reason, attempts: record.attempts },
-      `delivery ${record.state} (sender side)`,
-    );
-    this.waiters.ended(toReceipt(ended));
-    this.notify(ended);
-  }
-
-  /**
-   * The completion notification in the sender's Bot Chat: the reply, or `Delivery to <x>
-   * failed [reason: <code>]: <error>`. Written through the sender's session lane, so it lands after
-   * the turn that sent the message; a crash before it is written is repaired at start.
-   */
-  private notify(row: OutboxRow, recovering = false): void {
-    const text = completionFor(row);
-    if (text === undefined) return;
-    const session = this.deleting.has(row.from_profile) ? undefined : this.deps.sessions.store.byKey(row.sender_session_key);
-    if (!session) {
-      this.store.markNotified(row.delivery_id, isoTime(this.deps.clock.now()));
-      return;
-    }
-    const modelText =
-      row.state === "settled"
-        ? attributedMessage({ name: row.target_profile ? this.senderName(row.target_profile) : row.target, handle: row.target }, text)
-        : text;
-    const write = async () => {
-      const transcript = new TranscriptStore(this.deps.profileDbs.get(session.profile_name));
-      // After a crash between the two writes the notification may already be there.
-      const already =
-        recovering &&
-        transcript.list(session.session_id, 200).some((m) => m.role === "notification" && m.meta["delivery_id"] === row.delivery_id);
-      if (!already) {
-        transcript.append(session.session_id, [
-          {
-            role: "notification",
-            content: text,
-            meta: { delivery_id: row.delivery_id, target: row.target, state: row.state, reason: row.reason, model_text: modelText },
-            created_at: isoTime(this.deps.clock.now()),
-          },
-        ]);
-      }
-      this.markNotified(row.delivery_id);
-    };
-    try {
-      this.deps.chat.exclusive(session.session_id, write).catch((err) => this.notifyFailed(row, err));
-    } catch (err) {
-      this.notifyFailed(row, err);
-    }
-  }
-
-  /**
-   * Notified marks are written in batches (one commit per tick): a crash before the mark only means
-   * the start-up repair looks for the notification, finds it in the transcript and writes nothing.
-   */
-  private markNotified(deliveryId: string): void {
-    this.notifiedPending.push(deliveryId);
-    if (this.notifiedPending.length > 1) return;
-    setImmediate(() => this.flushNotified());
-  }
-
-  private flushNotified(): void {
-    const ids = this.notifiedPending.splice(0);
-    if (ids.length === 0) return;
-    const at = isoTime(this.deps.clock.now());
-    try {
-      this.store.db.transaction(() => {
-        for (const id of ids) this.store.markNotified(id, at);
-      })();
-    } catch (err) {
-      this.deps.logger.warn({ err, count: ids.length }, "recording written notifications failed; the next start checks them");
-    }
-  }
-
-  private notifyFailed(row: OutboxRow, err: unknown): void {
-    if (this.stopping) return; // written at the next start
-    this.deps.logger.warn({ err: toHermesError(err), delivery_id: row.delivery_id }, "writing the completion notification failed");
   }
 
   // ------------------------------------------------------------------------------------------
@@ -371,10 +356,8 @@ export class DeliveryService {
 
   /** The receipt: the sender's view when the delivery was sent from here, else the target's. */
   get(deliveryId: string): Receipt {
-    const outbox = this.store.outbox(deliveryId);
-    if (outbox) return toReceipt(outbox);
-    const ingress = this.ingress.receipt(deliveryId);
-    if (ingress) return ingress;
+    const row = this.store.outbox(deliveryId) ?? this.store.ingress(deliveryId);
+    if (row) return toReceipt(row);
     throw new HermesError("not_found", `no delivery ${deliveryId} on this gateway; list them with: hermes deliveries list`, {
       data: { delivery_id: deliveryId },
     });
@@ -390,12 +373,14 @@ export class DeliveryService {
     return this.store.list({ profile, state: state as ReceiptState | undefined, limit: filter.limit });
   }
 
-  /** Resolves when the delivery has ended (at once when it has). */
+  /** Resolves when the delivery has ended (at once when it has): the sender's end when it was sent from here. */
   wait(deliveryId: string, signal?: AbortSignal): Promise<Receipt> {
+    if (this.outbox.isOpen(deliveryId)) return this.senderWaiters.wait(deliveryId, signal);
     const outbox = this.store.outbox(deliveryId);
-    if (outbox) return isTerminal(outbox.state) ? Promise.resolve(toReceipt(outbox)) : this.waiters.wait(deliveryId, undefined, signal);
-    const viaIngress = this.ingress.wait(deliveryId, signal);
-    if (viaIngress) return viaIngress;
+    if (outbox) return isTerminal(outbox.state) ? Promise.resolve(toReceipt(outbox)) : this.senderWaiters.wait(deliveryId, signal);
+    if (this.ingress.isOpen(deliveryId)) return this.targetWaiters.wait(deliveryId, signal);
+    const ingress = this.store.ingress(deliveryId);
+    if (ingress) return isTerminal(ingress.state) ? Promise.resolve(toReceipt(ingress)) : this.targetWaiters.wait(deliveryId, signal);
     return Promise.reject(new HermesError("not_found", `no delivery ${deliveryId} on this gateway`));
   }
 
@@ -403,80 +388,68 @@ export class DeliveryService {
   // Lifecycle
 
   /**
-   * Start-up recovery: ingress first (mid-turn deliveries become ambiguous, queued ones queue again),
-   * then every open outbox row is dispatched again (the target dedupes by id), then notifications a
-   * crash left unwritten. Then the TTL sweeper.
+   * Start-up recovery: every open outbox row goes on (remote ones are sent again, local ones follow
+   * their ingress row), ended rows a crash left unnotified are notified; then the ingress (a
+   * mid-turn delivery becomes ambiguous, queued ones queue again in order). Then the TTL sweeper.
    */
   start(): void {
-    const ingress = this.ingress.recover();
-    const open = this.store.openOutbox();
-    for (const row of open) this.dispatch(row);
-    for (const row of this.store.unnotifiedOutbox()) this.notify(row, true);
-    if (ingress.ambiguous + ingress.requeued + open.length > 0) {
-      this.deps.logger.info({ ...ingress, outbox_redispatched: open.length }, "deliveries recovered after restart");
+    const open = this.store.openOutbox().map((row) => ({ row, ingress: this.localIngressState(row) }));
+    const ingress = [...this.store.ingressIn("claimed"), ...this.store.ingressIn("queued")];
+    this.step("outbox", { kind: "recover", open, unnotified: this.store.unnotifiedOutbox() });
+    this.step("ingress", { kind: "recover", rows: ingress });
+    if (open.length + ingress.length > 0) {
+      const ambiguous = ingress.filter((r) => r.state === "claimed").length;
+      this.deps.logger.info(
+        { ambiguous, requeued: ingress.length - ambiguous, outbox_redispatched: open.length },
+        "deliveries recovered after restart",
+      );
     }
     this.sweeper = setInterval(() => this.sweep(), this.deps.settings.sweepMs);
     this.sweeper.unref();
   }
 
+  private localIngressState(row: OutboxRow): LocalIngressState {
+    if (row.route.kind !== "local") return undefined;
+    const ingress = this.store.ingress(row.delivery_id);
+    if (!ingress) return undefined;
+    return isTerminal(ingress.state) ? toReceipt(ingress) : "open";
+  }
+
   /** Expires mail whose first attempt has not started within its TTL (queued_expired), on both sides. */
   sweep(): void {
     try {
-      this.ingress.sweep();
-      const now = this.deps.clock.now();
-      for (const row of this.store.unclaimedQueued().outbox) {
-        const next = expireIfDue(row, now);
-        if (next !== row) this.finish(row, next);
-      }
+      this.step("ingress", { kind: "sweep" });
+      this.step("outbox", { kind: "sweep" });
     } catch (err) {
-      this.deps.logger.warn({ err }, "delivery TTL sweep failed");
+      this.deps.logger.warn({ err: toHermesError(err) }, "delivery TTL sweep failed");
     }
   }
 
   /**
    * A profile is being deleted: every open delivery it is a party of ends failed/`unknown_target`
-   * with an error naming the deletion, queued or running, both directions. Mail to it ends on the
-   * ingress, which answers every sender the normal way (a local sender's outbox mirrors it, a
-   * peer's Deliver call and the relay get the receipt); mail it sent ends here (its turn at a
-   * local target is stopped). Its own Bot Chat gets no notifications: it is about to go.
+   * with an error naming the deletion, queued or running, both directions (its turns are stopped;
+   * senders are notified, its own Bot Chat is not). Committed at once: its rows are purged next.
    */
-  profileStopping(profile: string): void {
-    const open = this.store.openOutbox().filter((r) => r.from_profile === profile || r.target_profile === profile);
-    const sentByIt = new Set(open.filter((r) => r.from_profile === profile).map((r) => r.delivery_id));
-    this.deleting.add(profile);
-    try {
-      this.ingress.endForDeletion(profile, sentByIt);
-      const now = this.deps.clock.now();
-      for (const row of open) {
-        const current = this.store.outbox(row.delivery_id);
-        if (!current || isTerminal(current.state)) continue;
-        const side = current.target_profile === profile ? "target" : "sender";
-        this.finish(current, endByDeletion(current, { profile, side }, now));
-      }
-    } finally {
-      this.deleting.delete(profile);
-    }
+  private profileStopping(profile: string): void {
+    const sentByIt = this.outbox.openSentBy(profile);
+    this.step("outbox", { kind: "profile_deleted", profile });
+    this.step("ingress", { kind: "profile_deleted", profile, sent_by_it: sentByIt });
+    this.commit.flush();
     this.rosterChanged();
   }
 
   /** Graceful stop, first step (before the RPC servers close): nothing new is accepted; queued mail stays queued. */
   beginStop(): void {
-    this.stopping = true;
-    this.deps.outbox.beginStop();
     if (this.sweeper) clearInterval(this.sweeper);
-    this.ingress.beginStop();
-    this.ingressLanes.close();
-    this.outboundLanes.close();
-    this.waiters.abandonAll(new HermesError("runtime_offline", "the gateway is stopping; the delivery continues after the restart"));
+    for (const timer of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+    this.step("outbox", { kind: "stop" });
+    this.step("ingress", { kind: "stop" });
+    this.commit.flush();
   }
 
-  /** Last step (after running turns were given their grace and cancelled): wait for the lanes, close clients. */
-  async stop(): Promise<void> {
-    this.beginStop();
-    this.ingress.abortRunning();
-    this.stopController.abort();
-    await Promise.all([this.ingressLanes.idle(), this.outboundLanes.idle()]);
-    this.flushNotified();
-    for (const t of Object.values(this.transports)) t.close?.();
+  /** Last step (after the worker stopped): what is still to commit is committed. */
+  stop(): void {
+    this.commit.flush();
   }
 }

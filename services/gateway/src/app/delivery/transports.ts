@@ -6,19 +6,17 @@ import { isDeliveryReason } from "../../core/delivery/reasons.js";
 import type { Receipt } from "../../core/delivery/receipt.js";
 import type { Route } from "../../core/delivery/targets.js";
 import type { PeerDirectory } from "../peers/peer-directory.js";
-import type { DeliveryIngress } from "./ingress.js";
 import { receiptFromWire } from "./receipt-wire.js";
 
 export interface TransportOptions {
   /** The sender's display name, for the attribution prefix on the target. */
   sender_name: string;
-  /** Called when the target reports progress (claimed); optional for transports that cannot. */
-  onProgress?: ((receipt: Receipt) => void) | undefined;
   signal?: AbortSignal | undefined;
 }
 
 /**
- * How a delivery reaches its target, by route kind. `deliver` resolves with the target's receipt
+ * How a delivery reaches a target on another gateway, by route kind (mail to a local bot goes
+ * straight to the ingress machine, in the same commit as its outbox row). `deliver` resolves with the target's receipt
  * once the delivery has ended there (the target applies the retry rule), or rejects with a typed
  * error when the target could not be reached (runtime_offline, delivery_timeout, …), which the
  * sender's outbox treats under the single-retry rule. Re-sending the same envelope is always safe:
@@ -27,22 +25,6 @@ export interface TransportOptions {
 export interface DeliveryTransport {
   deliver(route: Route, envelope: DeliveryEnvelope, options: TransportOptions): Promise<Receipt>;
   close?(): void;
-}
-
-/** Mail between two bots of this gateway: straight into the ingress. */
-export class LocalTransport implements DeliveryTransport {
-  constructor(private readonly ingress: DeliveryIngress) {}
-
-  deliver(route: Route, envelope: DeliveryEnvelope, options: TransportOptions): Promise<Receipt> {
-    if (route.kind !== "local") return Promise.reject(new HermesError("internal", `local transport got a ${route.kind} route`));
-    return this.ingress.accept(envelope, {
-      target_profile: route.profile,
-      sender_name: options.sender_name,
-      source: "local",
-      onProgress: options.onProgress,
-      signal: options.signal,
-    });
-  }
 }
 
 /** Relay routes arrive with the relay client; until one is connected they fail as runtime_offline. */

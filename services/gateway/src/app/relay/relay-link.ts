@@ -1,7 +1,7 @@
 import type { Clock, Logger, PeerChannel } from "@hermes/common";
 import type { RelayLink as GatewayRelayLink } from "@hermes/proto/hermes/v1/gateway";
 import type { RosterBot } from "@hermes/proto/hermes/v1/relay";
-import type { DeliveryIngress } from "../delivery/ingress.js";
+import type { DeliveryService } from "../delivery/delivery-service.js";
 import { receiptToWire } from "../delivery/receipt-wire.js";
 import type { ModelConfigSource } from "../model-config.js";
 import type { ProfileService } from "../profiles.js";
@@ -73,8 +73,8 @@ export interface RelayLinkDeps {
   clock: Clock;
   profiles: ProfileService;
   config: ModelConfigSource;
-  /** Deliveries the relay forwards here run through the ingress. */
-  ingress: DeliveryIngress;
+  /** Deliveries the relay forwards here are accepted by the delivery service (its ingress machine). */
+  deliveries: Pick<DeliveryService, "accept">;
   /** The methods this gateway serves to others through the tunnel. */
   tunnelHandlers: TunnelHandlers;
   /** How long a relayed delivery may wait for its outcome (the peer timeout). */
@@ -108,7 +108,7 @@ export class RelayLink {
       clock: deps.clock,
       localBots: () => localRosterBots(deps.profiles, deps.config),
       ingress: (deliver, signal) =>
-        deps.ingress
+        deps.deliveries
           .accept(deliver.envelope, { target_profile: deliver.target_profile, sender_name: deliver.sender_name, source: "relay", signal })
           .then(receiptToWire),
       tunnel: deps.tunnelHandlers,

@@ -6,13 +6,21 @@ import {
   type LogPage,
   MAX_REPLICATION_LOG_LIMIT,
   newReplicaState,
+  type PullEffect,
+  type PullPhase,
+  PullPlanner,
+  type PullStopReason,
   planReplication,
+  type QuorumPolicy,
   type ReplicationDecision,
   type RoomEvent,
+  type RoomState,
   refusal,
   refusalError,
+  TRANSIENT_PULL_REASONS,
 } from "../../core/rooms/index.js";
 import type { RoomsStore } from "../../store/rooms-store.js";
+import { Events } from "../events.js";
 import { describeSpec, type RepostMessage, type RoomSource, type RoomSourceFactory, type SourceSpec } from "./room-source.js";
 import type { RoomsMetrics } from "./rooms-metrics.js";
 
@@ -56,26 +64,35 @@ export interface ReplicatorDeps {
   maxBackoffMs?: number;
 }
 
-/** Errors a follower retries with back-off; anything else stops it (quarantine, refusals, bad keys). */
-const TRANSIENT = new Set(["unavailable", "timeout", "database_busy", "disk_full", "cursor_conflict", "internal", "unknown"]);
-const MAX_REFETCHES = 4;
-const MAX_CURSOR_RETREATS = 4;
-/** Pages in a row that added nothing although the source claims more: give up the call (the source is inconsistent). */
-const MAX_IDLE_PAGES = 8;
-
 interface Follower {
   controller: AbortController;
   status: FollowStatus;
   done: Promise<void>;
+  planner: PullPlanner | null;
 }
 
 /**
- * Pull replication: the pull loop of core/rooms/testing/pull.ts against a real RoomSource,
- * each page applied in one transaction by the store (synchronous=NORMAL), the next page already in
- * flight while one is applied; and `follow`, which tails the authority through Subscribe with
- * reconnect and back-off until stopped.
+ * Following a quorum room: pages are applied durably (fsynced) and each applied seq is reported to
+ * the authority, which acknowledges sends only once every in-sync replica holds them; pages of an
+ * epoch below the newest one known are refused.
+ */
+export interface QuorumFollow {
+  policy: QuorumPolicy;
+  /** The newest epoch of the room known from the coordinator. */
+  epoch: number;
+  /** The replica holds everything through `seq` durably, as replicated from the authority at `epoch`. */
+  durable(seq: number, epoch: number): void;
+}
+
+/**
+ * Pull replication: the core's PullPlanner decides (what to ask for, when to retreat, refetch, back
+ * off or stop) and this shell runs it against a real RoomSource: each page applied in one
+ * transaction by the store (synchronous=NORMAL), the next page already in flight while one is
+ * applied; `follow` tails the authority through Subscribe with reconnect and back-off until stopped.
  */
 export class Replicator {
+  /** A follower ended by itself (a refusal, a stale source, disband): whoever restarts followers hears it. */
+  readonly events = new Events<{ followStopped: [roomId: string, reason: string] }>();
   private readonly followers = new Map<string, Follower>();
   /** The last source each room was pulled from (url + key in memory only): promote's fence notice uses it. */
   private readonly lastSource = new Map<string, SourceSpec>();
@@ -95,6 +112,7 @@ export class Replicator {
     roomId: string,
     page: LogPage,
     sourceGatewayId = page.authority.gateway_id,
+    quorum?: QuorumFollow,
   ): { decision: ReplicationDecision; divergenceId: number | null } {
     const { store } = this.deps;
     let state = store.state(roomId);
@@ -109,7 +127,11 @@ export class Replicator {
       state = newReplicaState(roomId, store.selfGatewayId, sourceGatewayId);
     }
     const decision = planReplication(state, page, store.lookup(roomId), this.deps.now());
-    const divergenceId = store.applyReplication(roomId, decision, page);
+    const divergenceId = store.applyReplication(roomId, decision, { durable: quorum !== undefined, page });
+    if (quorum && (decision.kind === "apply" || decision.kind === "noop" || decision.kind === "diverged")) {
+      if (store.room(roomId)?.replication == null) store.setReplication(roomId, quorum.policy);
+      quorum.durable(decision.state.last_seq, decision.state.authority.epoch);
+    }
     const { metrics } = this.deps;
     if (decision.kind === "apply" || decision.kind === "diverged") {
       metrics.replicated.inc(decision.events.length);
@@ -140,7 +162,7 @@ export class Replicator {
   async replicate(
     roomId: string,
     spec: SourceSpec,
-    options: { follow: boolean; onProgress?: (p: ReplicateProgress) => void; signal?: AbortSignal },
+    options: { follow: boolean; onProgress?: (p: ReplicateProgress) => void; signal?: AbortSignal; quorum?: QuorumFollow },
   ): Promise<ReplicateResult> {
     // A new follow replaces the old one; a one-shot pull may run next to a follower (each page is
     // planned against the state it lands on, so two loops cannot apply anything twice).
@@ -156,7 +178,7 @@ export class Replicator {
     }
     const state = this.deps.store.state(roomId);
     if (options.follow && state && !state.disbanded) {
-      this.startFollowing(roomId, spec, source);
+      this.startFollowing(roomId, spec, source, "tail", options.quorum);
       if ("peer" in spec) this.deps.store.setFollowSource(roomId, { peer: spec.peer });
       return { ...result, following: true };
     }
@@ -167,101 +189,155 @@ export class Replicator {
   private async catchUp(
     roomId: string,
     source: RoomSource,
-    options: { onProgress?: (p: ReplicateProgress) => void; signal?: AbortSignal },
+    options: { onProgress?: (p: ReplicateProgress) => void; signal?: AbortSignal; quorum?: QuorumFollow },
   ): Promise<ReplicateResult> {
-    const { store } = this.deps;
-    let since: number | undefined;
-    let refetches = 0;
-    let retreats = 0;
-    let idle = 0;
+    const planner = new PullPlanner({ mode: "catch_up", last_seq: this.deps.store.state(roomId)?.last_seq ?? 0, random: Math.random });
+    if (options.quorum) planner.on({ kind: "epoch_known", epoch: options.quorum.epoch });
     let ingested = 0;
+    let last: { state: RoomState; caught_up: boolean } | null = null;
     const divergences: PreservedDivergence[] = [];
-    let prefetch: { since: number; page: Promise<LogPage> } | null = null;
-    const fetch = (from: number): Promise<LogPage> => {
-      const state = store.state(roomId);
-      const known = state && state.authority.epoch > 0 ? state.authority : undefined;
-      return source.log({ room_id: roomId, since_seq: from, limit: this.pageLimit, known });
-    };
-
-    for (;;) {
-      if (options.signal?.aborted) throw new HermesError("timeout", `replication of room ${roomId} was cancelled`);
-      since ??= store.state(roomId)?.last_seq ?? 0;
-      let page: LogPage;
-      try {
-        if (prefetch !== null && prefetch.since === since) page = await prefetch.page;
-        else {
-          prefetch?.page.catch(() => undefined);
-          page = await fetch(since);
-        }
-      } catch (err) {
-        prefetch = null;
-        const e = toHermesError(err);
-        this.observeRedirect(roomId, e);
-        const latest = e.data.latest_seq;
-        // The source ends before us (restored, or another branch): decide on a page it can serve.
-        if (e.reason === "cursor_conflict" && typeof latest === "number" && latest < since && retreats++ < MAX_CURSOR_RETREATS) {
-          since = latest;
-          continue;
-        }
-        throw e;
-      }
-      prefetch = null;
-      if (page.has_more) {
-        const next = { since: page.cursor, page: fetch(page.cursor) };
-        next.page.catch(() => undefined);
-        prefetch = next;
-        // grpc-js sends a call's request a few event-loop turns after the call is made: let it leave
-        // before the (synchronous) apply below, or the source only starts reading the next page
-        // after this one is applied and the two gateways take turns instead of working in parallel.
-        await new Promise<void>((resolve) => setImmediate(resolve));
-      }
-      const before = store.state(roomId)?.last_seq ?? 0;
-      const { decision, divergenceId } = this.applyPage(roomId, page);
-      switch (decision.kind) {
-        case "refetch":
-          if (++refetches > MAX_REFETCHES) {
-            throw new HermesError(
-              "lineage_mismatch",
-              `room ${roomId}: ${decision.detail}; the source kept sending pages that cannot confirm it`,
-            );
-          }
-          since = decision.since_seq;
-          continue;
-        case "quarantined":
-        case "refused":
-          prefetch?.page.catch(() => undefined);
-          throw refusalError(decision.refusal);
-        default:
-          break;
-      }
+    await this.runPlanner(roomId, source, planner, options.signal, options.quorum, (decision, divergenceId) => {
+      if (decision.kind === "refetch" || decision.kind === "quarantined" || decision.kind === "refused") return;
       if (decision.kind === "diverged" && divergenceId !== null) divergences.push({ ...decision.divergence, divergence_id: divergenceId });
-      const added = decision.kind === "noop" ? 0 : decision.events.length;
-      ingested += added;
-      const state = decision.state;
-      options.onProgress?.({ stored_seq: state.last_seq, latest_seq: state.latest_seq, ingested });
-      idle = added === 0 && state.last_seq === before ? idle + 1 : 0;
-      if (!page.has_more || idle >= MAX_IDLE_PAGES) {
-        prefetch?.page.catch(() => undefined);
-        return {
-          room_id: roomId,
-          stored_seq: state.last_seq,
-          ingested,
-          authority: { ...state.authority },
-          caught_up: decision.caught_up,
-          following: false,
-          divergences,
-        };
-      }
-      since = undefined;
-    }
+      ingested += decision.kind === "noop" ? 0 : decision.events.length;
+      last = { state: decision.state, caught_up: decision.caught_up };
+      options.onProgress?.({ stored_seq: decision.state.last_seq, latest_seq: decision.state.latest_seq, ingested });
+    });
+    const end = last as { state: RoomState; caught_up: boolean } | null;
+    const state = end?.state ?? this.deps.store.state(roomId);
+    return {
+      room_id: roomId,
+      stored_seq: state?.last_seq ?? 0,
+      ingested,
+      authority: state ? { ...state.authority } : { gateway_id: "", epoch: 0 },
+      caught_up: end?.caught_up ?? false,
+      following: false,
+      divergences,
+    };
   }
 
-  /** A source that answers not_authority names the newer authority: a gateway leading the room fences itself. */
-  private observeRedirect(roomId: string, e: HermesError): void {
-    if (e.reason !== "not_authority") return;
-    const a = e.data.authority as { gateway_id?: unknown; epoch?: unknown } | undefined;
-    if (typeof a?.gateway_id === "string" && typeof a.epoch === "number")
-      this.deps.observe(roomId, { gateway_id: a.gateway_id, epoch: a.epoch });
+  /**
+   * Runs a pull planner's effects against a source until it stops (resolves with the reason) or
+   * fails (rejects with its refusal, or `timeout` when cancelled): the fetches (using the page
+   * prefetched for the same cursor), the live tail, the applies through the core and the store, the
+   * back-off.
+   */
+  private async runPlanner(
+    roomId: string,
+    source: RoomSource,
+    planner: PullPlanner,
+    signal: AbortSignal | undefined,
+    quorum: QuorumFollow | undefined,
+    applied: (decision: ReplicationDecision, divergenceId: number | null) => void,
+    onPhase: (phase: PullPhase, error: HermesError | null) => void = () => undefined,
+  ): Promise<PullStopReason> {
+    const { store } = this.deps;
+    const queue: PullEffect[] = planner.start();
+    let prefetch: { since: number; page: Promise<LogPage> } | null = null;
+    let tail: { iterator: AsyncIterator<LogPage>; stop: AbortController } | null = null;
+    const known = () => {
+      const state = store.state(roomId);
+      return state && state.authority.epoch > 0 ? state.authority : undefined;
+    };
+    const fetch = (since: number): Promise<LogPage> =>
+      source.log({ room_id: roomId, since_seq: since, limit: this.pageLimit, known: known() });
+    const dropPrefetch = () => {
+      prefetch?.page.catch(() => undefined);
+      prefetch = null;
+    };
+    const closeTail = () => {
+      tail?.stop.abort();
+      tail = null;
+    };
+    const refused = (err: unknown): PullEffect[] => {
+      const e = toHermesError(err);
+      onPhase(planner.status, e);
+      return planner.on({ kind: "refused", refusal: refusal(e.reason, e.message, e.data) });
+    };
+    try {
+      for (;;) {
+        if (signal?.aborted) throw new HermesError("timeout", `replication of room ${roomId} was cancelled`);
+        const effect = queue.shift();
+        if (effect === undefined) {
+          // Nothing to do but wait for the live tail's next page.
+          if (tail === null) throw new Error(`the pull planner of room ${roomId} stalled`);
+          let next: IteratorResult<LogPage>;
+          try {
+            next = await tail.iterator.next();
+          } catch (err) {
+            closeTail();
+            queue.push(...refused(err));
+            continue;
+          }
+          if (signal?.aborted) continue;
+          if (next.done) closeTail();
+          queue.push(...planner.on(next.done ? { kind: "tail_ended" } : { kind: "page", page: next.value }));
+          continue;
+        }
+        switch (effect.kind) {
+          case "fetch": {
+            closeTail();
+            const reuse = prefetch !== null && prefetch.since === effect.since_seq;
+            const pending = reuse ? prefetch!.page : fetch(effect.since_seq);
+            if (!reuse) dropPrefetch();
+            prefetch = null;
+            let page: LogPage;
+            try {
+              page = await pending;
+            } catch (err) {
+              queue.push(...refused(err));
+              break;
+            }
+            if (!signal?.aborted) queue.push(...planner.on({ kind: "page", page }));
+            break;
+          }
+          case "prefetch": {
+            dropPrefetch();
+            const next = { since: effect.since_seq, page: fetch(effect.since_seq) };
+            next.page.catch(() => undefined);
+            prefetch = next;
+            // grpc-js sends a call's request a few event-loop turns after the call is made: let it leave
+            // before the (synchronous) apply, or the source only starts reading the next page after this
+            // one is applied and the two gateways take turns instead of working in parallel.
+            await new Promise<void>((resolve) => setImmediate(resolve));
+            break;
+          }
+          case "apply": {
+            const before = store.state(roomId)?.last_seq ?? 0;
+            const { decision, divergenceId } = this.applyPage(roomId, effect.page, effect.page.authority.gateway_id, quorum);
+            applied(decision, divergenceId);
+            queue.push(...planner.on({ kind: "applied", decision, before_last_seq: before }));
+            if (planner.status === "tailing") onPhase("tailing", null);
+            break;
+          }
+          case "tail": {
+            const stop = new AbortController();
+            const onAbort = () => stop.abort();
+            signal?.addEventListener("abort", onAbort, { once: true });
+            stop.signal.addEventListener("abort", () => signal?.removeEventListener("abort", onAbort), { once: true });
+            const stream = source.subscribe({ room_id: roomId, since_seq: effect.since_seq, known: known() }, stop.signal);
+            tail = { iterator: stream[Symbol.asyncIterator](), stop };
+            onPhase("tailing", null);
+            break;
+          }
+          case "observe":
+            this.deps.observe(roomId, effect.authority);
+            break;
+          case "backoff":
+            onPhase("backoff", null);
+            await sleep(effect.delay_ms, signal);
+            queue.push(...planner.on({ kind: "timer" }));
+            break;
+          case "stop":
+            return effect.reason;
+          case "fail":
+            throw refusalError(effect.refusal);
+        }
+      }
+    } finally {
+      closeTail();
+      dropPrefetch();
+    }
   }
 
   // ------------------------------------------------------------------------------------------
@@ -282,8 +358,14 @@ export class Replicator {
     return f.status.state !== "stopped";
   }
 
-  /** Resumes following a registered peer (at start). */
-  resume(roomId: string, spec: SourceSpec): void {
+  /** A newer epoch of the room is known (the coordinator's record): its follower refuses older pages. */
+  knowEpoch(roomId: string, epoch: number): void {
+    this.followers.get(roomId)?.planner?.on({ kind: "epoch_known", epoch });
+  }
+
+  /** Follows in the background, catching up first (a registered peer at start; a quorum room's authority). */
+  resume(roomId: string, spec: SourceSpec, quorum?: QuorumFollow): void {
+    this.stopFollowing(roomId);
     let source: RoomSource;
     try {
       source = this.deps.sources.open(spec);
@@ -292,61 +374,59 @@ export class Replicator {
       return;
     }
     this.lastSource.set(roomId, spec);
-    this.startFollowing(roomId, spec, source, true);
+    this.startFollowing(roomId, spec, source, "catch_up", quorum);
   }
 
-  private startFollowing(roomId: string, spec: SourceSpec, source: RoomSource, catchUpFirst = false): void {
+  private startFollowing(roomId: string, spec: SourceSpec, source: RoomSource, first: "tail" | "catch_up", quorum?: QuorumFollow): void {
     const controller = new AbortController();
     const status: FollowStatus = { state: "following", source: source.describe ?? describeSpec(spec), last_error: null };
-    const follower: Follower = { controller, status, done: Promise.resolve() };
-    follower.done = this.followLoop(roomId, source, controller.signal, status, catchUpFirst).finally(() => source.close());
+    const follower: Follower = { controller, status, done: Promise.resolve(), planner: null };
+    follower.done = this.followLoop(roomId, source, follower, first, quorum).finally(() => source.close());
     this.followers.set(roomId, follower);
   }
 
-  private async followLoop(roomId: string, source: RoomSource, signal: AbortSignal, status: FollowStatus, catchUpFirst: boolean) {
-    const backoff = new Backoff({ maxMs: this.deps.maxBackoffMs ?? 30_000 });
+  private async followLoop(roomId: string, source: RoomSource, follower: Follower, first: "tail" | "catch_up", quorum?: QuorumFollow) {
     const { store, logger } = this.deps;
-    let needCatchUp = catchUpFirst;
-    while (!signal.aborted) {
-      try {
-        if (needCatchUp) await this.catchUp(roomId, source, { signal });
-        needCatchUp = true;
-        const state = store.state(roomId);
-        if (!state) throw new HermesError("not_found", `room ${roomId} is gone from this gateway`);
-        if (state.disbanded) {
-          status.state = "stopped";
-          return;
-        }
-        const known = state.authority.epoch > 0 ? state.authority : undefined;
-        for await (const page of source.subscribe({ room_id: roomId, since_seq: state.last_seq, known }, signal)) {
-          if (signal.aborted) return;
-          const { decision } = this.applyPage(roomId, page);
-          if (decision.kind === "refetch") break;
-          if (decision.kind === "quarantined" || decision.kind === "refused") throw refusalError(decision.refusal);
-          status.state = "following";
-          status.last_error = null;
-          backoff.reset();
-          if (decision.state.disbanded) {
-            status.state = "stopped";
-            return;
-          }
-        }
-      } catch (err) {
-        if (signal.aborted) return;
-        const e = toHermesError(err);
-        this.observeRedirect(roomId, e);
-        status.last_error = `${e.reason}: ${e.message}`;
-        if (!TRANSIENT.has(e.reason)) {
-          status.state = "stopped";
-          store.setFollowSource(roomId, null);
-          logger.error({ room_id: roomId, reason: e.reason, err: e.message }, "stopped following the room");
-          return;
-        }
-        status.state = "reconnecting";
-        logger.warn({ room_id: roomId, reason: e.reason, err: e.message }, "lost the room's live tail; reconnecting");
+    const { status, controller } = follower;
+    const signal = controller.signal;
+    const state = store.state(roomId);
+    if (state?.disbanded) {
+      status.state = "stopped";
+      return;
+    }
+    const planner = new PullPlanner({
+      mode: "follow",
+      last_seq: state?.last_seq ?? 0,
+      tail_first: first === "tail",
+      backoff: { maxMs: this.deps.maxBackoffMs ?? 30_000 },
+      random: Math.random,
+    });
+    follower.planner = planner;
+    if (quorum) planner.on({ kind: "epoch_known", epoch: quorum.epoch });
+    const onPhase = (phase: PullPhase, error: HermesError | null) => {
+      if (error !== null) {
+        status.last_error = `${error.reason}: ${error.message}`;
+        if (TRANSIENT_PULL_REASONS.has(error.reason))
+          logger.warn({ room_id: roomId, reason: error.reason, err: error.message }, "lost the room's live tail; reconnecting");
       }
+      if (phase === "backoff") status.state = "reconnecting";
+      else if (phase === "tailing" && error === null) {
+        status.state = "following";
+        status.last_error = null;
+      }
+    };
+    try {
+      const reason = await this.runPlanner(roomId, source, planner, signal, quorum, () => undefined, onPhase);
+      status.state = "stopped";
+      this.events.emit("followStopped", roomId, reason);
+    } catch (err) {
       if (signal.aborted) return;
-      await sleep(backoff.nextDelayMs(), signal);
+      const e = toHermesError(err);
+      status.state = "stopped";
+      status.last_error = `${e.reason}: ${e.message}`;
+      store.setFollowSource(roomId, null);
+      logger.error({ room_id: roomId, reason: e.reason, err: e.message }, "stopped following the room");
+      this.events.emit("followStopped", roomId, e.reason);
     }
   }
 
@@ -381,7 +461,7 @@ export class Replicator {
           return;
         } catch (err) {
           const e = toHermesError(err);
-          if (!TRANSIENT.has(e.reason) || e.reason === "cursor_conflict") return; // it answered: the claim reached it
+          if (!TRANSIENT_PULL_REASONS.has(e.reason) || e.reason === "cursor_conflict") return; // it answered: the claim reached it
         }
         await sleep(backoff.nextDelayMs(), controller.signal);
       }

@@ -10,6 +10,7 @@ import {
   buildPackedLogPage,
   checkClientEventId,
   checkId,
+  checkReplicationParams,
   checkSendParams,
   clientSendRequest,
   DEFAULT_PROMOTE_REASON,
@@ -20,17 +21,13 @@ import {
   MAX_LOG_LIMIT,
   MAX_REPLICATION_LOG_LIMIT,
   type Member,
-  maxEpoch,
-  observeEpoch,
   type PackedLogPage,
   type PromoteResult,
   planCreateRoom,
-  planDemote,
   planLogRead,
   planPromote,
   ROOM_CONTROL_ACTOR,
   type RoomEvent,
-  type RoomState,
   refusal,
   refusalError,
   releaseSafety,
@@ -39,11 +36,11 @@ import {
   serverEventId,
 } from "../../core/rooms/index.js";
 import type { FollowSourceRef, PreservedBranch, RoomsStore, StoredRoom } from "../../store/rooms-store.js";
-import type { PeerDirectory } from "../peers/peer-directory.js";
 import { type AnyPage, type PageSink, type RoomChanges, TailSubscription } from "./live-tail.js";
-import { type FollowStatus, type ReplicateProgress, type ReplicateResult, Replicator } from "./replicator.js";
+import { LOCAL_REPLICATION, type ReplicationView, type RoomCoordination } from "./quorum/coordinated-rooms.js";
+import type { FollowStatus, ReplicateProgress, ReplicateResult, Replicator } from "./replicator.js";
 import type { RoomLog } from "./room-log.js";
-import { GrpcRoomSourceFactory, type RepostMessage, type RoomSourceFactory, type SourceSpec } from "./room-source.js";
+import type { RepostMessage, SourceSpec } from "./room-source.js";
 import type { RoomsMetrics } from "./rooms-metrics.js";
 
 /** The actor of client sends: the key holder (authentication says no more than that). */
@@ -83,15 +80,16 @@ export const DEFAULT_ROOMS_SETTINGS: RoomsSettings = {
 
 export interface RoomsServiceDeps {
   log: RoomLog;
+  /** Pulls rooms from their authorities (built on the same room log). */
+  replicator: Replicator;
   gatewayId: string;
   clock: Clock;
   logger: Logger;
-  peers: PeerDirectory;
   settings?: Partial<Omit<RoomsSettings, "maxAppendsPerCommit">>;
-  /** Where replicas pull from: direct gRPC to authorities by default (the relay tunnel wraps it). */
-  sources?: RoomSourceFactory;
   /** The discussion driver of the rooms led here; without one, rooms are logs only. */
   driver?: RoomDriverView | undefined;
+  /** The coordinated mesh (etcd): quorum rooms. Without one, every room is local. */
+  coordination?: RoomCoordination | undefined;
 }
 
 /**
@@ -208,29 +206,25 @@ export class RoomsService {
   readonly changes: RoomChanges;
   readonly replicator: Replicator;
   private readonly roomLog: RoomLog;
+  private readonly coordination: RoomCoordination | undefined;
   private readonly subscriptions = new Set<TailSubscription>();
   private readonly settings: Omit<RoomsSettings, "maxAppendsPerCommit">;
   private readonly driver: RoomDriverView | undefined;
 
   constructor(private readonly deps: RoomsServiceDeps) {
     this.settings = { ...DEFAULT_ROOMS_SETTINGS, ...deps.settings };
-    const now = () => isoTime(deps.clock.now());
     this.roomLog = deps.log;
     this.store = deps.log.store;
     this.metrics = deps.log.metrics;
     this.changes = deps.log.changes;
     this.driver = deps.driver;
-    this.replicator = new Replicator({
-      store: this.store,
-      sources: deps.sources ?? new GrpcRoomSourceFactory(deps.peers),
-      metrics: this.metrics,
-      logger: deps.logger,
-      now,
-      applied: (roomId) => this.changes.notify(roomId),
-      observe: (roomId, authority) => this.observe(roomId, authority),
-      pageLimit: this.settings.replicationPageLimit,
-      maxBackoffMs: this.settings.followMaxBackoffMs,
-    });
+    this.replicator = deps.replicator;
+    this.coordination = deps.coordination;
+  }
+
+  /** The coordination of a quorum room held here, or undefined for a local room (or a gateway without a coordinator). */
+  private coordinated(roomId: string): RoomCoordination | undefined {
+    return this.store.room(roomId)?.replication == null ? undefined : this.coordination;
   }
 
   get gatewayId(): string {
@@ -302,12 +296,15 @@ export class RoomsService {
       gateway_id: this.deps.gatewayId,
       driver: this.driver?.running ?? false,
       max_log_limit: MAX_LOG_LIMIT,
-      features: [...ROOM_FEATURES],
+      features: [...ROOM_FEATURES, ...(this.coordination ? ["quorum_replication"] : [])],
       max_replication_log_limit: MAX_REPLICATION_LOG_LIMIT,
     };
   }
 
-  create(params: { room_id?: unknown; name?: unknown; members?: unknown }): RoomView {
+  /** `groups.create`; a quorum room is created in the coordinator first (asynchronous). */
+  create(params: { room_id?: unknown; name?: unknown; members?: unknown; replication?: unknown }): RoomView | Promise<RoomView> {
+    const policy = checkReplicationParams(params.replication, this.deps.gatewayId, this.coordination !== undefined);
+    if (!policy.ok) throw refusalError(policy.refusal);
     const roomId = params.room_id === undefined || params.room_id === null ? `room_${randomBytes(8).toString("hex")}` : params.room_id;
     const id = typeof roomId === "string" ? roomId : "";
     const plan = planCreateRoom({
@@ -320,6 +317,7 @@ export class RoomsService {
       exists: id !== "" && this.store.room(id) !== undefined,
     });
     if (!plan.ok) throw refusalError(plan.refusal);
+    if (policy.value !== null && this.coordination) return this.coordination.create(plan, policy.value).then((stored) => this.view(stored));
     return this.view(this.store.createRoom(plan));
   }
 
@@ -338,13 +336,7 @@ export class RoomsService {
 
   /** Self-fencing on an observation of (room, authority) from a peer. */
   observe(roomId: string, observed: Authority): void {
-    const state = this.store.state(roomId);
-    if (!state) return;
-    const fenced = observeEpoch(state, observed);
-    if (fenced === null) return;
-    this.store.saveState(roomId, fenced.state);
-    this.deps.logger.warn({ room_id: roomId, fence: fenced.fence }, `fenced: ${formatAuthority(fenced.fence)} claims this room`);
-    this.roomLog.authorityChanged(roomId);
+    this.roomLog.observe(roomId, observed);
   }
 
   /** `groups.log`: a page bounded by count and bytes (`packed`: up to 5000 events, still as objects). */
@@ -363,7 +355,6 @@ export class RoomsService {
     const roomId = checkedRoomId(params.room_id);
     if (params.known_authority) this.observe(roomId, params.known_authority);
     const { state } = this.room(roomId);
-    this.assertServesLog(state);
     const read = planLogRead(
       state,
       { since_seq: params.since_seq, limit: params.limit, max_bytes: params.max_bytes },
@@ -372,22 +363,6 @@ export class RoomsService {
     if (!read.ok) throw refusalError(read.refusal);
     const since = read.value.since_seq;
     return { roomId, state, read: read.value, prev: since > 0 ? this.store.eventAt(roomId, since) : null };
-  }
-
-  /**
-   * A demoted gateway knows its new authority but not yet that authority's lineage: its pages would
-   * name an authority their lineage does not show. Point readers at the new authority instead.
-   */
-  private assertServesLog(state: RoomState): void {
-    if (state.role === "replica" && state.authority.epoch > maxEpoch(state.lineage) && state.last_seq > 0) {
-      throw refusalError(
-        refusal(
-          "not_authority",
-          `this gateway was demoted in favour of ${formatAuthority(state.authority)} and has not replicated its log yet; read from there`,
-          { authority: { ...state.authority } },
-        ),
-      );
-    }
   }
 
   /**
@@ -431,6 +406,11 @@ export class RoomsService {
   ): Promise<ReplicateResult> {
     const roomId = checkedRoomId(params.room_id);
     const existing = this.store.state(roomId);
+    const coordination = this.coordinated(roomId);
+    if (coordination && existing?.role === "replica") {
+      // A quorum room follows the authority its record names; this resumes a paused follower.
+      return coordination.resume(roomId, { ...(onProgress ? { onProgress } : {}), ...(signal ? { signal } : {}) });
+    }
     if (existing?.role === "authority" && existing.fenced_by === null) {
       throw refusalError(
         refusal(
@@ -461,48 +441,62 @@ export class RoomsService {
   /**
    * `groups.promote`: refused without confirm=true; stops following; makes the replica log
    * durable (a FULL commit); then claims max(durable epochs) + 1 with authority.claimed, persisted
-   * with the epoch counter in one transaction before anything uses it.
+   * with the epoch counter in one transaction before anything uses it. A quorum room on a
+   * coordinated gateway is claimed in etcd first, by the same compare-and-swap as a failover
+   * (asynchronous; `unclean` lets a gateway outside the in-sync replicas claim it).
    */
-  promote(params: { room_id: unknown; confirm?: unknown; reason?: unknown }): PromoteResult {
+  promote(params: { room_id: unknown; confirm?: unknown; reason?: unknown; unclean?: unknown }): PromoteResult | Promise<PromoteResult> {
     const roomId = checkedRoomId(params.room_id);
     const before = this.room(roomId).state;
-    const input = { confirm: params.confirm, reason: params.reason ?? DEFAULT_PROMOTE_REASON, stored: this.store.storedKinds(roomId) };
-    const dryRun = planPromote(before, { ...input, max_durable_epoch: 0 }, this.now());
+    const reason = params.reason ?? DEFAULT_PROMOTE_REASON;
+    const dryRun = planPromote(
+      before,
+      { confirm: params.confirm, reason, stored: this.store.storedKinds(roomId), max_durable_epoch: 0 },
+      this.now(),
+    );
     if (!dryRun.ok) throw refusalError(dryRun.refusal);
+    const coordination = this.coordinated(roomId);
+    if (params.unclean !== undefined && params.unclean !== false && !coordination) {
+      throw new HermesError(
+        "invalid_params",
+        "unclean applies to quorum rooms on a coordinated gateway; a local room is promoted as it is",
+        {
+          data: { field: "unclean" },
+        },
+      );
+    }
+    if (coordination) return coordination.promote(roomId, { reason: String(reason), unclean: params.unclean === true });
     this.replicator.stopFollowing(roomId, true);
-    this.store.syncBarrier();
-    const state = this.room(roomId).state;
-    const plan = planPromote(state, { ...input, max_durable_epoch: this.store.maxDurableEpoch() }, this.now());
-    if (!plan.ok) throw refusalError(plan.refusal);
-    this.store.commitPromote(roomId, plan);
-    this.deps.logger.warn({ room_id: roomId, promote: plan.result }, "promoted: this gateway now leads the room");
-    this.roomLog.authorityChanged(roomId);
-    this.replicator.noticeNewAuthority(roomId, plan.state.authority);
-    return plan.result;
+    const result = this.roomLog.promote(roomId, { reason });
+    this.replicator.noticeNewAuthority(roomId, { gateway_id: result.authority_gateway_id, epoch: result.authority_epoch });
+    return result;
   }
 
-  /** `groups.demote` on the old authority. */
-  demote(params: { room_id: unknown; observed_gateway_id?: unknown; observed_epoch?: unknown }): DemoteResult {
+  /**
+   * `groups.demote` on the old authority. A quorum room on a coordinated gateway is released in etcd
+   * instead (the observed authority is whoever claims it; the params, when given, are not needed).
+   */
+  demote(params: { room_id: unknown; observed_gateway_id?: unknown; observed_epoch?: unknown }): DemoteResult | Promise<DemoteResult> {
     const roomId = checkedRoomId(params.room_id);
-    const { state } = this.room(roomId);
-    const plan = planDemote(state, { observed_gateway_id: params.observed_gateway_id, observed_epoch: params.observed_epoch }, this.now());
-    if (!plan.ok) throw refusalError(plan.refusal);
-    if (plan.idempotent) return plan.result;
-    this.store.commitDemote(roomId, plan);
-    this.deps.logger.warn({ room_id: roomId, demote: plan.result }, "demoted: this gateway now follows the new authority");
-    this.roomLog.authorityChanged(roomId);
-    return plan.result;
+    this.room(roomId);
+    const coordination = this.coordinated(roomId);
+    if (coordination) return coordination.demote(roomId);
+    return this.roomLog.demote(roomId, { observed_gateway_id: params.observed_gateway_id, observed_epoch: params.observed_epoch });
   }
 
-  state(roomId: unknown): { room: RoomView } & RoomDriverStatus {
-    const room = this.view(this.room(checkedRoomId(roomId)));
-    return { room, ...(this.driver?.status(room.room_id) ?? { driver_status: "none", needs_you: false }) };
+  state(roomId: unknown): { room: RoomView; replication: ReplicationView } & RoomDriverStatus {
+    const stored = this.room(checkedRoomId(roomId));
+    const room = this.view(stored);
+    const replication =
+      stored.replication && this.coordination ? this.coordination.view(room.room_id, stored.replication) : LOCAL_REPLICATION;
+    return { room, ...(this.driver?.status(room.room_id) ?? { driver_status: "none", needs_you: false }), replication };
   }
 
   /** Stops what runs for the room here: its discussion (the running turn is cancelled and logged); a replica stops following. */
   stopRoom(roomId: unknown): { room_id: string; cancelled: number; following_stopped: boolean } {
     const id = checkedRoomId(roomId);
     this.room(id);
+    this.coordinated(id)?.pause(id);
     const stopped = this.replicator.stopFollowing(id, true);
     return { room_id: id, cancelled: this.driver?.stopRoom(id) ?? 0, following_stopped: stopped };
   }

@@ -4,7 +4,9 @@ import { messageLength } from "../delivery/envelope.js";
 /**
  * One rule for the short names people give things in Bot Mode (a display name, a section name, a
  * routine name): Unicode text, NFC-normalized, trimmed, 1–max code points, on one line with no
- * control characters (a name must not be able to fake a second line in a terminal listing).
+ * control characters (a name must not be able to fake a second line in a terminal listing) and no
+ * text-direction marks, overrides or isolates (they make a listing show other text than is stored).
+ * Joiners and variation selectors stay: emoji are built from them.
  */
 export function checkLabel(value: unknown, field: string, max: number): string {
   const valid = `text of 1-${max} characters on one line, without control characters`;
@@ -21,10 +23,14 @@ export function checkLabel(value: unknown, field: string, max: number): string {
       data: { field, valid, limit: max, length },
     });
   }
-  if (/[\p{Cc}\p{Zl}\p{Zp}]/u.test(text)) {
-    throw new HermesError("invalid_params", `${field}: contains a line break or control character; it must be ${valid}`, {
-      data: { field, valid },
-    });
+  if (/[\p{Cc}\p{Zl}\p{Zp}\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/u.test(text)) {
+    throw new HermesError(
+      "invalid_params",
+      `${field}: contains a line break, a control character or a text-direction mark; it must be ${valid}`,
+      {
+        data: { field, valid },
+      },
+    );
   }
   return text;
 }

@@ -162,7 +162,7 @@ describe("reordering", () => {
 
   it.each([
     ["an unknown id", ["sec_c", "sec_a", "sec_x"], "not_found", 'section "sec_x" does not exist'],
-    ["a missing id", ["sec_c", "sec_a"], "invalid_params", "sec_b (Team) is missing"],
+    ["a missing id", ["sec_c", "sec_a"], "invalid_params", "order: sec_b is missing;"],
     ["an id twice", ["sec_c", "sec_a", "sec_a", "sec_b"], "invalid_params", "sec_a is listed twice"],
     ["not a list", "sec_a,sec_b", "invalid_params", "order: must be a list of every section id exactly once (sec_a, sec_b, sec_c)"],
   ])("refuses %s", (_what, list, reason, message) => {
@@ -205,6 +205,6 @@ describe("resolveSection", () => {
     ];
     expect(resolveSection(tricky, "team").name).toBe("Clients");
     expect(resolveSection(tricky, "TEAM").id).toBe("sec_b");
-    expect(thrownHermesError(() => resolveSection(tricky, "Nope")).data.sections).toEqual(sectionsView(tricky));
+    expect(thrownHermesError(() => resolveSection(tricky, "Nope")).data.section_ids).toEqual(["team", "sec_b"]);
   });
 });

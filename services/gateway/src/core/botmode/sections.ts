@@ -101,7 +101,8 @@ export function resolveSection(sections: readonly Section[], ref: string): Secti
   const found = sections.find((s) => s.id === ref) ?? sections.find((s) => labelKey(s.name) === labelKey(ref));
   if (found === undefined) {
     throw new HermesError("not_found", `section ${JSON.stringify(ref)} does not exist; list sections with: hermes sections list`, {
-      data: { section: ref, sections: sectionsView(sections) },
+      // Ids only: names are free text people typed, and an error quotes only what was sent and what is valid.
+      data: { section: ref, section_ids: sections.map((s) => s.id) },
     });
   }
   return found;
@@ -125,7 +126,7 @@ export interface SectionChange {
  * A new section, at the end or at `index`. `newId` comes from the shell (random); it must be a
  * valid id that no section has.
  */
-export function createSection(sections: readonly Section[], name: unknown, newId: () => string, index?: number): SectionChange {
+export function createSection(sections: readonly Section[], name: unknown, newId: () => string, index?: unknown): SectionChange {
   if (sections.length >= MAX_SECTIONS) {
     throw new HermesError("limit_exceeded", `there are already ${MAX_SECTIONS} sections, the most there can be; delete one first`, {
       data: { limit: MAX_SECTIONS },
@@ -167,13 +168,14 @@ export function reorderSections(sections: readonly Section[], ids: unknown): Sec
   const unknownId = ids.find((id) => !byId.has(id));
   if (unknownId !== undefined) {
     throw new HermesError("not_found", `order: section ${JSON.stringify(unknownId)} does not exist; it must be ${valid}`, {
-      data: { field: "order", section: unknownId, sections: sectionsView(sections) },
+      data: { field: "order", section: unknownId, section_ids: sections.map((s) => s.id) },
     });
   }
   const twice = ids.find((id, i) => ids.indexOf(id) !== i);
   const missing = sections.find((s) => !ids.includes(s.id));
   if (twice !== undefined || missing !== undefined) {
-    const what = twice !== undefined ? `${twice} is listed twice` : `${missing!.id} (${missing!.name}) is missing`;
+    // Ids only, as in every error here: a name is text someone typed, not what was sent.
+    const what = twice !== undefined ? `${twice} is listed twice` : `${missing!.id} is missing`;
     throw new HermesError("invalid_params", `order: ${what}; it must be ${valid}`, { data: { field: "order", valid } });
   }
   return (ids as string[]).map((id) => byId.get(id)!);

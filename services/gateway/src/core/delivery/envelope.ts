@@ -117,11 +117,16 @@ export interface StoredDelivery {
  * same id + different payload → `idempotency_conflict`; unseen id → `new`.
  */
 export function checkIdempotency(existing: StoredDelivery | undefined, incoming: DeliveryEnvelope): "new" | "duplicate" {
+  return checkFingerprint(existing, { delivery_id: incoming.delivery_id, fingerprint: payloadFingerprint(incoming) });
+}
+
+/** `checkIdempotency` for a delivery whose payload fingerprint is already known (a row built from its envelope). */
+export function checkFingerprint(existing: StoredDelivery | undefined, incoming: StoredDelivery): "new" | "duplicate" {
   if (existing === undefined) return "new";
   if (existing.delivery_id !== incoming.delivery_id) {
     throw new HermesError("internal", `idempotency check compared ${existing.delivery_id} with ${incoming.delivery_id}`);
   }
-  if (existing.fingerprint === payloadFingerprint(incoming)) return "duplicate";
+  if (existing.fingerprint === incoming.fingerprint) return "duplicate";
   throw new HermesError(
     "idempotency_conflict",
     `delivery ${incoming.delivery_id} already exists with a different sender, target or message; use a new delivery id for a new message`,

@@ -118,4 +118,31 @@ export const IDENTITY_REGISTRY: IdentityTable[] = [
     columns: [{ table: "peer_runs", column: "profile", kind: "plain" }],
     purge: { kind: "delete" },
   },
+  // Telegram (store/migrations/007-telegram.ts): the session of each chat and forum topic. A rename
+  // carries the bindings (and so every topic's conversation); a profile that already serves the same
+  // chat or topic makes the rename refuse. A delete drops them with the sessions.
+  {
+    table: "telegram_topics",
+    columns: [
+      { table: "telegram_topics", column: "profile", kind: "plain" },
+      { table: "telegram_topics", column: "session_key", kind: "key-prefix", unique: true },
+    ],
+    purge: { kind: "delete" },
+    binding: { profileColumn: "profile", bindingColumns: ["chat_id", "topic_id"] },
+  },
+  // Routines (store/migrations/008-routines.ts): a profile's routines and their run history follow
+  // a rename; a routine name is a per-profile binding, so renaming onto a profile that has a
+  // routine of the same name is refused before anything is written. A delete purges both (the
+  // runs first, so their count is reported; the scheduler dropped the routines before).
+  {
+    table: "routine_runs",
+    columns: [{ table: "routine_runs", column: "profile", kind: "plain" }],
+    purge: { kind: "delete" },
+  },
+  {
+    table: "routines",
+    columns: [{ table: "routines", column: "profile", kind: "plain" }],
+    purge: { kind: "delete" },
+    binding: { profileColumn: "profile", bindingColumns: ["name_key"] },
+  },
 ];

@@ -49,6 +49,12 @@ export interface PromoteInput {
   max_durable_epoch: number;
   /** The room's stored event ids: the claim takes a fresh id when its usual one is already held. */
   stored: EventIdLookup;
+  /**
+   * A coordinated claim: the epoch the coordinator's record now holds for this gateway (won by
+   * compare-and-swap). It must be above every epoch known here; the gateway may lead the room
+   * already (at an older epoch, under a lease that expired).
+   */
+  claim_epoch?: number;
 }
 
 /** `groups.promote` result. */
@@ -100,7 +106,7 @@ export function planPromote(state: RoomState, input: PromoteInput, now: string):
   if (state.disbanded) {
     return { ok: false, refusal: refusal("room_disbanded", `room ${state.room_id} is disbanded; there is nothing to promote`) };
   }
-  if (state.role === "authority" && state.fenced_by === null) {
+  if (state.role === "authority" && state.fenced_by === null && input.claim_epoch === undefined) {
     return {
       ok: false,
       refusal: refusal(
@@ -114,15 +120,24 @@ export function planPromote(state: RoomState, input: PromoteInput, now: string):
   }
   // At least 2: the creator of a room holds epoch 1, so even a replica that never saw a page
   // (authority epoch 0) must not claim the creator's epoch.
-  const epoch =
-    Math.max(
-      1,
-      input.max_durable_epoch,
-      state.max_epoch_seen,
-      state.authority.epoch,
-      state.fenced_by?.epoch ?? 0,
-      maxEpoch(state.lineage),
-    ) + 1;
+  const known = Math.max(
+    1,
+    input.max_durable_epoch,
+    state.max_epoch_seen,
+    state.authority.epoch,
+    state.fenced_by?.epoch ?? 0,
+    maxEpoch(state.lineage),
+  );
+  if (input.claim_epoch !== undefined && !(Number.isSafeInteger(input.claim_epoch) && input.claim_epoch > known)) {
+    return {
+      ok: false,
+      refusal: refusal("epoch_regression", `the claimed epoch ${input.claim_epoch} is not above epoch ${known} known here`, {
+        claim_epoch: input.claim_epoch,
+        known_epoch: known,
+      }),
+    };
+  }
+  const epoch = input.claim_epoch ?? known + 1;
   if (epoch > MAX_EPOCH) {
     return {
       ok: false,

@@ -60,6 +60,18 @@ describe("planLogRead", () => {
       refusal: { reason: "cursor_conflict", data: { since_seq: 5, latest_seq: 4, authority: { gateway_id: "A", epoch: 1 } } },
     });
   });
+
+  it("points every reader of a replica that knows a newer authority but not its lineage there, whatever the cursor", () => {
+    const { state } = room(3);
+    const demoted: RoomState = { ...state, role: "replica", authority: { gateway_id: "C", epoch: 2 }, max_epoch_seen: 2 };
+    const redirect = { ok: false, refusal: { reason: "not_authority", data: { authority: { gateway_id: "C", epoch: 2 } } } };
+    expect(planLogRead(demoted, { since_seq: 0 })).toMatchObject(redirect);
+    // Beyond the end too: a cursor_conflict would only send the reader back here.
+    expect(planLogRead(demoted, { since_seq: 9 })).toMatchObject(redirect);
+    // Once its lineage shows the authority, it serves.
+    const caughtUp = { ...demoted, lineage: [...demoted.lineage, { epoch: 2, gateway_id: "C", start_seq: 5 }] };
+    expect(planLogRead(caughtUp, { since_seq: 0 }).ok).toBe(true);
+  });
 });
 
 describe("buildLogPage", () => {

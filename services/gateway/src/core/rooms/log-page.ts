@@ -1,6 +1,7 @@
 import { HermesError } from "@hermes/common/pure";
 import { utf8Bytes } from "./canonical-json.js";
 import { DEFAULT_LOG_LIMIT, DEFAULT_PAGE_MAX_BYTES } from "./limits.js";
+import { formatAuthority, maxEpoch } from "./lineage.js";
 import { sliceRun, tupleBytes } from "./log-segment.js";
 import { refusal } from "./refusal.js";
 import type { LogPage, PackedLogPage, RoomEvent, RoomState, TupleRun } from "./types.js";
@@ -17,8 +18,23 @@ export interface LogReadParams {
  * at `since_seq` (for `prev`, when since_seq > 0) and up to `limit` events after it, and calls
  * buildLogPage. `since_seq` beyond the log is refused with `cursor_conflict` and `data.latest_seq`,
  * so a replica that is ahead of a restored authority learns where the authority really ends.
+ *
+ * A demoted gateway that knows its new authority but not yet that authority's lineage refuses
+ * every read with `not_authority` naming it, whatever the cursor: its pages would name an authority
+ * their lineage does not show (a replica would quarantine them), and a `cursor_conflict` would only
+ * send the reader round again to the same refusal.
  */
 export function planLogRead(state: RoomState, params: LogReadParams, options: { maxLimit?: number } = {}): Checked<LogRead> {
+  if (state.role === "replica" && state.authority.epoch > maxEpoch(state.lineage) && state.last_seq > 0) {
+    return {
+      ok: false,
+      refusal: refusal(
+        "not_authority",
+        `this gateway was demoted in favour of ${formatAuthority(state.authority)} and has not replicated its log yet; read from there`,
+        { authority: { ...state.authority } },
+      ),
+    };
+  }
   const checked = checkLogRead(
     {
       since_seq: params.since_seq ?? 0,

@@ -50,6 +50,15 @@ describe("Schedule.parse", () => {
     expect(err.data.field).toBe("schedule");
   });
 
+  it("refuses an oversized schedule or zone without quoting it back", () => {
+    const long = thrownHermesError(() => Schedule.parse(`0 8 * * ${"1,".repeat(5_000)}1`, "UTC", NOW));
+    expect(long).toMatchObject({ reason: "invalid_params", data: { field: "schedule", limit: 512, length: 10_009 } });
+    expect(long.message).toMatch(/^schedule: is 10,009 characters; no schedule is longer than 512; it must be 5 fields/);
+    const zone = thrownHermesError(() => Schedule.parse("0 8 * * *", `Europe/${"x".repeat(5_000)}`, NOW));
+    expect(zone).toMatchObject({ reason: "invalid_params", data: { field: "tz", limit: 64, length: 5_007 } });
+    expect(zone.message).toMatch(/^tz: is 5,007 characters; no zone name is longer than 64; it must be an IANA time zone name/);
+  });
+
   it("refuses a schedule that is not text", () => {
     expect(thrownHermesError(() => Schedule.parse(5, "UTC", NOW)).message).toContain("schedule: got number 5");
   });

@@ -20,6 +20,11 @@ export const SCHEDULE_FIELDS =
 const SCHEDULE_VALID = `${SCHEDULE_FIELDS}, e.g. "0 8 * * 1-5" for 08:00 on weekdays`;
 const TIME_ZONE_VALID = "an IANA time zone name such as Europe/Berlin, America/New_York or UTC";
 
+/** Longer than any real schedule (six fields of long lists); checked first, so nothing longer is parsed or quoted back. */
+export const MAX_SCHEDULE_CHARS = 512;
+/** The longest IANA zone names are about 30 characters. */
+export const MAX_TIME_ZONE_CHARS = 64;
+
 function invalid(field: "schedule" | "tz", message: string, valid: string, extra: Record<string, unknown> = {}): HermesError {
   return new HermesError("invalid_params", `${field}: ${message}; it must be ${valid}`, { data: { field, valid, ...extra } });
 }
@@ -32,6 +37,17 @@ function invalid(field: "schedule" | "tz", message: string, valid: string, extra
 export function checkTimeZone(tz: unknown): string {
   if (typeof tz !== "string" || tz.trim() === "") throw invalid("tz", `got ${describeType(tz)}`, TIME_ZONE_VALID);
   const name = tz.trim();
+  if (name.length > MAX_TIME_ZONE_CHARS) {
+    throw invalid(
+      "tz",
+      `is ${name.length.toLocaleString("en-US")} characters; no zone name is longer than ${MAX_TIME_ZONE_CHARS}`,
+      TIME_ZONE_VALID,
+      {
+        limit: MAX_TIME_ZONE_CHARS,
+        length: name.length,
+      },
+    );
+  }
   if (/^[+-]\d|^(?:utc|gmt)\s*[+-]/i.test(name)) {
     throw invalid(
       "tz",
@@ -81,6 +97,18 @@ export class Schedule {
   static parse(expression: unknown, tz: unknown, now: number): Schedule {
     const zone = checkTimeZone(tz);
     if (typeof expression !== "string") throw invalid("schedule", `got ${describeType(expression)}`, SCHEDULE_VALID);
+    if (expression.length > MAX_SCHEDULE_CHARS) {
+      const length = expression.length;
+      throw invalid(
+        "schedule",
+        `is ${length.toLocaleString("en-US")} characters; no schedule is longer than ${MAX_SCHEDULE_CHARS}`,
+        SCHEDULE_VALID,
+        {
+          limit: MAX_SCHEDULE_CHARS,
+          length,
+        },
+      );
+    }
     const parts = expression.trim().split(/\s+/).filter(Boolean);
     const text = parts.join(" ");
     const nickname = NICKNAMES[text.toLowerCase()];

@@ -104,7 +104,12 @@ export interface TelegramPlatformConfig {
 /** Validates a `platforms.telegram` section (undefined: the platform is off), naming the bad key in the message. */
 export function parseTelegramPlatform(section: unknown, file: string): TelegramPlatformConfig {
   const wrapped = z.object({ platforms: z.object({ telegram: telegramPlatformSchema }) });
-  const { telegram } = validateConfig(wrapped, { platforms: { telegram: section ?? {} } }, file).platforms;
+  return telegramPlatformConfig(validateConfig(wrapped, { platforms: { telegram: section ?? {} } }, file).platforms.telegram);
+}
+
+/** A section the config schema already validated, with the defaults filled in. */
+export function telegramPlatformConfig(telegram: z.output<typeof telegramPlatformSchema> | undefined): TelegramPlatformConfig {
+  if (telegram === undefined) return telegramPlatformConfig(telegramPlatformSchema.parse({}));
   return {
     enabled: telegram.enabled,
     token_env: telegram.token_env,
@@ -141,6 +146,11 @@ export function resolveBotToken(tokenEnv: string, value: string | undefined): st
     );
   }
   return token;
+}
+
+/** The bot's numeric id: the part of a token before the colon (public; the secret is after it). */
+export function botIdOfToken(token: string): string {
+  return token.slice(0, token.indexOf(":"));
 }
 
 /** Whether a chat may talk to the bot. */

@@ -58,6 +58,9 @@ export type IntakeDecision =
   | { kind: "refuse"; update_id: number; chat: TelegramChat; text: string }
   | { kind: "ignore"; update_id: number | undefined; reason: IgnoreReason; detail?: string | undefined };
 
+/** A message turn or a `/model` command: the updates the turn engine answers. */
+export type TelegramWork = Extract<IntakeDecision, { kind: "turn" | "command" }>;
+
 export interface IntakeContext {
   access: Pick<TelegramPlatformConfig, "allow_all" | "allowed_chats">;
   /** Chats already told that the bot does not answer there: from now on they get silence. */

@@ -82,6 +82,34 @@ describe("splitting over 4,096 characters", () => {
     expect(chunks.map((c) => c.text)).toEqual(["🤖🤖", "🤖🤖", "🤖🤖", "🤖"]);
   });
 
+  it("never splits a grapheme: joined emoji, flags, skin tones, combining accents", () => {
+    const family = "👩‍👩‍👧‍👦"; // 11 UTF-16 units, one character on screen
+    expect(splitFormatted(plain(family.repeat(3)), 15).map((c) => c.text)).toEqual([family, family, family]);
+    expect(splitFormatted(plain("🇫🇷🇩🇪🇯🇵"), 6).map((c) => c.text)).toEqual(["🇫🇷", "🇩🇪", "🇯🇵"]);
+    expect(splitFormatted(plain("👍🏽".repeat(3)), 6).map((c) => c.text)).toEqual(["👍🏽", "👍🏽", "👍🏽"]);
+    expect(splitFormatted(plain("e\u0301".repeat(3)), 3).map((c) => c.text)).toEqual(["e\u0301", "e\u0301", "e\u0301"]);
+    // A space carrying a combining mark is one character: no cut there.
+    expect(splitFormatted(plain("abc \u0301def"), 6).map((c) => c.text)).toEqual(["abc \u0301d", "ef"]);
+  });
+
+  it("at Telegram's limit: non-ASCII text without breaks fills messages of 4,096 units, whole characters only", () => {
+    const cyrillic = splitFormatted(plain("я".repeat(5000)));
+    expect(cyrillic.map((c) => c.text.length)).toEqual([4096, 904]);
+    const thumbs = splitFormatted(plain(`a${"👍🏽".repeat(2000)}`));
+    expect(thumbs.map((c) => c.text.length)).toEqual([4093, 3908]);
+    expect(thumbs[0]!.text.endsWith("👍🏽")).toBe(true);
+    expect(thumbs[1]!.text).toBe("👍🏽".repeat(977));
+  });
+
+  it("one character longer than a message is cut between code points, never inside a surrogate pair", () => {
+    expect(splitFormatted(plain(`a${"\u0301".repeat(9)}`), 4).map((c) => c.text)).toEqual([
+      "a\u0301\u0301\u0301",
+      "\u0301".repeat(4),
+      "\u0301\u0301",
+    ]);
+    expect(splitFormatted(plain("👩‍👩‍👧‍👦"), 4).map((c) => c.text)).toEqual(["👩\u200d", "👩\u200d", "👧\u200d", "👦"]);
+  });
+
   it("prefers a break outside an entity, and an entity that must be cut continues in the next message", () => {
     const f = formatReply("intro\n\n```\nline one\nline two\nline three\n```");
     const chunks = splitFormatted(f, 20);
@@ -115,6 +143,23 @@ describe("splitting over 4,096 characters", () => {
             expect(e.offset + e.length).toBeLessThanOrEqual(c.text.length);
           }
         }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("for any text: every cut falls between two graphemes of the reply", () => {
+    const graphemes = (s: string) => [...new Intl.Segmenter(undefined, { granularity: "grapheme" }).segment(s)].map((g) => g.segment);
+    const visible = (s: string) => graphemes(s).filter((g) => g.trim().length > 0);
+    const piece = fc.oneof(
+      fc.string({ maxLength: 20, unit: "grapheme" }),
+      fc.constantFrom("\n", " ", "👩‍👩‍👧‍👦", "🇫🇷", "👍🏽", "e\u0301", " \u0301", "\r\n", "`code`"),
+    );
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 60 }), fc.integer({ min: 12, max: 60 }), (pieces, limit) => {
+        const f = formatReply(pieces.join(""));
+        const chunks = splitFormatted(f, limit);
+        expect(chunks.flatMap((c) => visible(c.text))).toEqual(visible(f.text));
       }),
       { numRuns: 300 },
     );

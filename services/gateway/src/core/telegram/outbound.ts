@@ -61,6 +61,16 @@ function isHighSurrogate(code: number): boolean {
   return code >= 0xd800 && code <= 0xdbff;
 }
 
+const GRAPHEMES = new Intl.Segmenter(undefined, { granularity: "grapheme" });
+
+/**
+ * Whether `at` lies between two graphemes (what a reader sees as one character: an emoji joined
+ * with ZWJ, a flag, a letter with its combining accents), so a cut there splits none of them.
+ */
+function isGraphemeBoundary(graphemes: Intl.Segments, textLength: number, at: number): boolean {
+  return at <= 0 || at >= textLength || graphemes.containing(at)?.index === at;
+}
+
 function insideEntity(entities: readonly TelegramEntity[], at: number): boolean {
   return entities.some((e) => e.offset < at && at < e.offset + e.length);
 }
@@ -77,10 +87,13 @@ const SEPARATORS: readonly RegExp[] = [/\n{2,}/g, /\n/g, /[ \t]+/g];
 /**
  * Where to end the chunk that starts at `start`: the last paragraph break that fits, else the last
  * line break, else the last space; a break outside entities beats one inside at the same level.
- * With no break at all it cuts hard at the limit, never between the halves of a surrogate pair.
+ * With no break at all it cuts at the last grapheme boundary that fits; only a single grapheme
+ * longer than a message is cut inside, and then between code points, never between the halves of
+ * a surrogate pair.
  */
-function chooseCut(text: string, start: number, limit: number, entities: readonly TelegramEntity[]): Cut {
+function chooseCut(text: string, graphemes: Intl.Segments, start: number, limit: number, entities: readonly TelegramEntity[]): Cut {
   const window = text.slice(start, start + limit + 1);
+  const between = (at: number) => isGraphemeBoundary(graphemes, text.length, at);
   let fallback: Cut | undefined;
   for (const separator of SEPARATORS) {
     let best: Cut | undefined;
@@ -89,6 +102,7 @@ function chooseCut(text: string, start: number, limit: number, entities: readonl
       const end = start + match.index;
       if (end === start || end - start > limit) continue;
       const cut = { end, next: end + match[0].length };
+      if (!between(cut.end) || !between(cut.next)) continue;
       if (insideEntity(entities, end)) bestInside = cut;
       else best = cut;
     }
@@ -97,7 +111,9 @@ function chooseCut(text: string, start: number, limit: number, entities: readonl
   }
   if (fallback) return fallback;
   let end = start + limit;
-  if (isHighSurrogate(text.charCodeAt(end - 1)) && end - 1 > start) end -= 1;
+  const grapheme = graphemes.containing(end);
+  if (grapheme && grapheme.index > start) end = grapheme.index;
+  else if (isHighSurrogate(text.charCodeAt(end - 1)) && end - 1 > start) end -= 1;
   return { end, next: end };
 }
 
@@ -114,15 +130,16 @@ function clipEntities(entities: readonly TelegramEntity[], start: number, end: n
 
 /**
  * Splits a formatted reply into messages of at most `limit` UTF-16 units, at paragraph, line or
- * word boundaries. An entity that spans a cut (a code block longer than a message) continues in
+ * word boundaries, never inside a grapheme. An entity that spans a cut (a code block longer than a message) continues in
  * the next message with the same type. Chunks that would be only white space are left out.
  */
 export function splitFormatted(formatted: FormattedText, limit = TELEGRAM_TEXT_LIMIT): FormattedText[] {
   const { text, entities } = formatted;
+  const graphemes = GRAPHEMES.segment(text);
   const chunks: FormattedText[] = [];
   let start = 0;
   while (start < text.length) {
-    const cut = text.length - start <= limit ? { end: text.length, next: text.length } : chooseCut(text, start, limit, entities);
+    const cut = text.length - start <= limit ? { end: text.length, next: text.length } : chooseCut(text, graphemes, start, limit, entities);
     const piece = text.slice(start, cut.end);
     if (piece.trim().length > 0) chunks.push({ text: piece, entities: clipEntities(entities, start, cut.end) });
     start = cut.next;
@@ -167,6 +184,9 @@ const FAILURE_SENTENCES: Record<string, string> = {
   delivery_timeout: "Answering took too long and was stopped; try again.",
   queued_expired: "The message waited too long to be answered; try again.",
   payload_too_large: "The message is too long for the bot; please shorten it.",
+  not_found: "The profile this bot answers as does not exist; its operator has to fix platforms.telegram.profile.",
+  profile_deleted: "The profile this bot answers as was deleted; its operator has to fix platforms.telegram.profile.",
+  refused: "The bot's profile is being migrated and cannot answer right now; try again later.",
 };
 
 /**
@@ -178,6 +198,14 @@ export function failureReply(reason: string): string {
   const known = /^[a-z_]{1,64}$/.test(reason) ? reason : "unknown";
   const sentence = Object.hasOwn(FAILURE_SENTENCES, known) ? FAILURE_SENTENCES[known] : "Something went wrong while answering; try again.";
   return `[reason: ${known}] ${sentence}`;
+}
+
+/**
+ * The answer to a message whose turn was under way when the gateway stopped without finishing it
+ * (a crash): the turn is not run again, since it may have done part of its work already.
+ */
+export function interruptedReply(): string {
+  return "[reason: runtime_offline] The bot restarted while answering this message; please send it again.";
 }
 
 /** The typing indicator for `chat` (and its topic). */

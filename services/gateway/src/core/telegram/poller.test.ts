@@ -119,7 +119,8 @@ describe("poller: failures", () => {
     ]);
     expect(d.state).toMatchObject({ status: "backoff", scheduled_delay_ms: 7000, last_error: { kind: "rate_limited" } });
     expect(d.send({ type: "timer" })).toEqual([{ type: "poll", op: 4, offset: 7, timeout_seconds: 30 }]);
-    expect(d.state.status).toBe("backoff");
+    // The retry is a long poll that may hold 30 s: polling, not waiting; the error is kept until it succeeds.
+    expect(d.state).toMatchObject({ status: "polling", last_error: { kind: "rate_limited" } });
     d.send({ type: "polled", updates: [], elapsed_ms: 30_000 });
     expect(d.state).toMatchObject({ status: "polling", failures: 0, last_error: undefined, scheduled_delay_ms: undefined });
   });
@@ -174,7 +175,10 @@ describe("poller: failures", () => {
     const d = new Driver();
     d.started(1);
     expect(d.send(fail({ kind: "unauthorized", message: "401: Unauthorized" }))).toEqual([{ type: "wait", op: 3, ms: 300_000 }]);
-    expect(d.log.at(-1)).toMatchObject({ level: "error", message: expect.stringContaining("Telegram refused the bot token") });
+    const advice =
+      "Telegram refused the bot token (401: Unauthorized): check TELEGRAM_BOT_TOKEN (platforms.telegram.token_env) and platforms.telegram.api_root";
+    expect(d.log.at(-1)).toEqual({ type: "log", level: "error", message: `${advice}; next try in 300 s` });
+    expect(d.state.last_error).toEqual({ kind: "unauthorized", message: advice });
     expect(d.send({ type: "timer" })).toEqual([{ type: "prepare", op: 4 }]);
     expect(d.send({ type: "prepared" })).toEqual([{ type: "poll", op: 5, offset: 1, timeout_seconds: 30 }]);
   });

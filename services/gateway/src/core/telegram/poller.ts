@@ -20,6 +20,8 @@ export type PollerStatus = "stopped" | "starting" | "standby" | "polling" | "bac
 
 export interface PollerSettings {
   poll_timeout_seconds: number;
+  /** The variable the token came from (platforms.telegram.token_env), named when Telegram refuses the token. */
+  token_env: string;
   /** A coordinator decides which gateway polls: poll only while holding the bot's singleton. */
   coordinated: boolean;
   /** After 5xx, network errors and answers that are not the Bot API's. */
@@ -36,6 +38,7 @@ export interface PollerSettings {
 
 export const DEFAULT_POLLER_SETTINGS: PollerSettings = {
   poll_timeout_seconds: 30,
+  token_env: "TELEGRAM_BOT_TOKEN",
   coordinated: false,
   backoff: { initialMs: 1000, maxMs: 60_000, multiplier: 2, jitter: 0.2 },
   conflict_backoff: { initialMs: 5000, maxMs: 120_000, multiplier: 2, jitter: 0.2 },
@@ -256,8 +259,11 @@ class Step {
     const s = this.s;
     s.op += 1;
     s.activity = "poll";
-    // backoff and conflict stay visible until a poll succeeds.
-    if (s.status === "starting" || s.status === "standby") s.status = "polling";
+    // After a back-off the retry is a long poll that may hold for its whole timeout: it is polling
+    // (the failure stays in last_error until a poll succeeds). A conflict stays visible until a
+    // poll succeeds: two pollers of one token take turns, and the one whose turn it is must not
+    // look healthy.
+    if (s.status !== "conflict") s.status = "polling";
     s.confirmed = s.offset;
     this.effects.push({ type: "poll", op: s.op, offset: s.offset, timeout_seconds: this.settings.poll_timeout_seconds });
   }
@@ -354,10 +360,12 @@ class Step {
         ms = this.settings.unauthorized_delay_ms;
         s.status = "backoff";
         s.prepared = false;
-        this.log(
-          "error",
-          `Telegram refused the bot token (${failure.message}): check the token in the variable named by platforms.telegram.token_env, and api_root`,
-        );
+        // What the operator reads in `platforms status` too: which variable and which setting to check.
+        s.last_error = {
+          kind: failure.kind,
+          message: `Telegram refused the bot token (${failure.message}): check ${this.settings.token_env} (platforms.telegram.token_env) and platforms.telegram.api_root`,
+        };
+        this.log("error", `${s.last_error.message}; next try in ${Math.ceil(ms / 1000)} s`);
         break;
       default:
         ms = this.backoffMs(this.settings.backoff);

@@ -2,7 +2,7 @@ import { performance } from "node:perf_hooks";
 import type { Logger } from "@hermes/common";
 import type { ApiFailure } from "../../core/telegram/api-failure.js";
 import type { TelegramPlatformConfig } from "../../core/telegram/config.js";
-import { classifyUpdate, type IntakeDecision, TELEGRAM_COMMANDS, type TelegramChat } from "../../core/telegram/intake.js";
+import { classifyUpdate, TELEGRAM_COMMANDS, type TelegramChat, type TelegramWork } from "../../core/telegram/intake.js";
 import {
   CONFLICT_MESSAGE,
   DEFAULT_POLLER_SETTINGS,
@@ -27,8 +27,7 @@ export interface TelegramOffsetStore {
   save(offset: number): void;
 }
 
-/** A message turn or a `/model` command, for the turn engine. */
-export type TelegramWork = Extract<IntakeDecision, { kind: "turn" | "command" }>;
+export type { TelegramWork };
 
 export interface TelegramWorkHandler {
   /**
@@ -47,10 +46,31 @@ export interface RefusalMemory {
   add(chatId: string): void;
 }
 
+/** Stops watching a singleton and releases it; a promise is awaited. */
+export type Unwatch = (() => void) | (() => Promise<void>);
+
 /** A mesh coordinator's named singletons: exactly one gateway holds a name at a time. */
 export interface SingletonCoordinator {
-  /** Reports (possibly at once) whether this gateway holds `name`, and every change, until the returned function is called (which also releases it). */
-  watch(name: string, onChange: (held: boolean) => void): () => void;
+  /**
+   * Reports (possibly at once) whether this gateway holds `name`, and every change, until the
+   * returned function is called, which also releases the name (resolving once it is released).
+   */
+  watch(name: string, onChange: (held: boolean) => void): Unwatch;
+}
+
+/** What `@hermes/coordinator`'s Coordinator offers for singletons (`coordinator.singleton(name, {onAcquired, onLost})`). */
+export interface CoordinatorSingletons {
+  singleton(name: string, handlers: { onAcquired(): void; onLost(): void }): { release(): Promise<void> };
+}
+
+/** The poller's view of a mesh coordinator: held from `onAcquired` to `onLost`; stopping releases the name. */
+export function coordinatorSingletons(coordinator: CoordinatorSingletons): SingletonCoordinator {
+  return {
+    watch(name, onChange) {
+      const handle = coordinator.singleton(name, { onAcquired: () => onChange(true), onLost: () => onChange(false) });
+      return () => handle.release();
+    },
+  };
 }
 
 /** Timers, injectable so tests fire them by hand and read the delay asked for. */
@@ -74,14 +94,14 @@ export interface TelegramPollerOptions {
   offsets: TelegramOffsetStore;
   handler: TelegramWorkHandler;
   replies: ReplySender;
-  config: Pick<TelegramPlatformConfig, "allow_all" | "allowed_chats" | "poll_timeout_seconds">;
+  config: Pick<TelegramPlatformConfig, "allow_all" | "allowed_chats" | "poll_timeout_seconds" | "token_env">;
   logger: Pick<Logger, "info" | "warn" | "error">;
   /** With a coordinator, poll only while holding the token's singleton; without one, 409 Conflict is the guard. */
   coordinator?: SingletonCoordinator | undefined;
   refused?: RefusalMemory | undefined;
   random?: (() => number) | undefined;
   scheduler?: Scheduler | undefined;
-  settings?: Partial<Omit<PollerSettings, "poll_timeout_seconds" | "coordinated">> | undefined;
+  settings?: Partial<Omit<PollerSettings, "poll_timeout_seconds" | "token_env" | "coordinated">> | undefined;
 }
 
 export interface TelegramPollerStatus {
@@ -126,7 +146,7 @@ export class TelegramPoller {
   private bot: BotIdentity | undefined;
   private inFlight: AbortController | undefined;
   private timer: unknown;
-  private unwatch: (() => void) | undefined;
+  private unwatch: Unwatch | undefined;
   private readonly background = new Set<Promise<unknown>>();
   /** Ends the retries of replies still being sent when the poller stops. */
   private readonly stopReplies = new AbortController();
@@ -146,6 +166,7 @@ export class TelegramPoller {
       ...DEFAULT_POLLER_SETTINGS,
       ...options.settings,
       poll_timeout_seconds: options.config.poll_timeout_seconds,
+      token_env: options.config.token_env,
       coordinated: options.coordinator !== undefined,
     };
     this.random = options.random ?? Math.random;
@@ -168,8 +189,9 @@ export class TelegramPoller {
     this.dispatch({ type: "stop" });
     this.settleStopped();
     await stopped;
-    this.unwatch?.();
+    const unwatch = this.unwatch;
     this.unwatch = undefined;
+    await unwatch?.();
     this.stopReplies.abort();
     await Promise.allSettled([...this.background]);
   }

@@ -13,6 +13,12 @@ export interface SendReport {
   failure?: ApiFailure | undefined;
 }
 
+export interface SendProgress {
+  /** Messages of the split already sent. */
+  from?: number | undefined;
+  onSent?: ((sent: number) => void) | undefined;
+}
+
 export interface TelegramReplierOptions {
   logger: Pick<Logger, "info" | "warn" | "error">;
   random?: () => number;
@@ -39,10 +45,14 @@ export class TelegramReplier {
     this.wait = options.sleep ?? sleep;
   }
 
-  async send(chat: TelegramChat, reply: string, signal?: AbortSignal): Promise<SendReport> {
+  /**
+   * Sends `reply` into `chat`. `progress.from` skips the messages of the split that were sent
+   * already (a reply resumed after a restart); `progress.onSent` hears each message accepted.
+   */
+  async send(chat: TelegramChat, reply: string, signal?: AbortSignal, progress: SendProgress = {}): Promise<SendReport> {
     const messages = planReply(chat, reply);
-    let sent = 0;
-    for (const message of messages) {
+    let sent = Math.min(progress.from ?? 0, messages.length);
+    for (const message of messages.slice(sent)) {
       const failure = await this.sendOne(message, signal);
       if (failure) {
         this.counters.send_failures[failure.kind] = (this.counters.send_failures[failure.kind] ?? 0) + 1;
@@ -54,6 +64,7 @@ export class TelegramReplier {
       }
       sent += 1;
       this.counters.messages_sent += 1;
+      progress.onSent?.(sent);
     }
     return { sent, planned: messages.length };
   }
@@ -88,6 +99,10 @@ export class TelegramReplier {
       if (signal?.aborted) return outcome.failure;
       const retry = decideSendRetry(outcome.failure, attempt, (params.entities?.length ?? 0) > 0, this.random);
       if (!retry.retry) return outcome.failure;
+      this.options.logger.warn(
+        { platform: "telegram", chat_id: params.chat_id, attempt, kind: outcome.failure.kind, retry_in_ms: retry.delay_ms },
+        `Telegram did not take a reply message (${outcome.failure.message}); ${retry.without_entities ? "sending it again as plain text" : `sending it again in ${Math.ceil(retry.delay_ms / 1000)} s`}`,
+      );
       if (retry.without_entities) params = { ...params, entities: undefined };
       if (retry.delay_ms > 0) await this.wait(retry.delay_ms, signal);
     }

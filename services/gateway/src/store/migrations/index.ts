@@ -4,7 +4,10 @@ import { roomsMigration } from "./002-rooms.js";
 import { deliveriesMigration } from "./003-deliveries.js";
 import { peerRunsMigration } from "./004-peer-runs.js";
 import { roomHostsAndDemotionsMigration } from "./005-room-hosts-demotions.js";
-import { roomLogSegmentsMigration } from "./006-room-log-segments.js";
+import { roomReplicationMigration } from "./006-room-replication.js";
+import { telegramMigration } from "./007-telegram.js";
+import { routinesMigration } from "./008-routines.js";
+import { roomLogSegmentsMigration } from "./009-room-log-segments.js";
 
 /**
  * The gateway's HERMES_HOME/state.db schema, numbered and applied in order at start
@@ -16,6 +19,9 @@ export const GATEWAY_MIGRATIONS: readonly Migration[] = [
   deliveriesMigration,
   peerRunsMigration,
   roomHostsAndDemotionsMigration,
+  roomReplicationMigration,
+  telegramMigration,
+  routinesMigration,
   roomLogSegmentsMigration,
 ];
 

@@ -12,10 +12,12 @@
 import type { AppendOutcome } from "../append.js";
 import { roomInvariantViolations } from "../invariants.js";
 import { formatAuthority, formatLineage } from "../lineage.js";
+import { type PullEffect, type PullEvent, PullPlanner } from "../pull-planner.js";
 import type { Refusal } from "../refusal.js";
+import { refusal } from "../refusal.js";
 import type { ReplicationDecision } from "../replication.js";
 import { serverEventId } from "../room-state.js";
-import type { Authority, DemotionRecord, LogPage, RoomEvent } from "../types.js";
+import type { Authority, DemotionRecord, LogPage, RoomEvent, RoomState } from "../types.js";
 import { describeFence, pull } from "./pull.js";
 import { SimGateway, type SimRoom } from "./sim-gateway.js";
 
@@ -166,9 +168,34 @@ function describeEvent(event: RoomEvent): string {
   return `${event.seq} e${event.epoch} ${event.kind} ${event.event_id}${text} #${shortHash(event.hash)}`;
 }
 
+function describeEffects(effects: PullEffect[]): string {
+  if (effects.length === 0) return "(nothing)";
+  return effects.map(describeEffect).join("; ");
+}
+
+function describeEffect(effect: PullEffect): string {
+  switch (effect.kind) {
+    case "fetch":
+    case "prefetch":
+    case "tail":
+      return `${effect.kind} since=${effect.since_seq}`;
+    case "apply":
+      return "apply";
+    case "observe":
+      return `observe ${formatAuthority(effect.authority)}`;
+    case "backoff":
+      return `backoff ${effect.delay_ms}ms`;
+    case "stop":
+      return `stop ${effect.reason}`;
+    case "fail":
+      return `fail ${effect.refusal.reason}: ${effect.refusal.message}`;
+  }
+}
+
 /** The simulated mesh a script drives. */
 export class ScenarioWorld {
   readonly gateways = new Map<string, SimGateway>();
+  private planner: PullPlanner | null = null;
   private readonly snapshots = new Map<string, Map<string, SimRoom>>();
   private tick = 0;
 
@@ -260,7 +287,8 @@ export class ScenarioWorld {
         return this.replicate(first!, second!, named);
       case "promote": {
         const confirm = named.get("confirm") ?? "true";
-        const plan = this.gateway(first).promote(second!, confirm === "true" ? true : confirm, named.get("reason"), this.now());
+        const claimEpoch = named.has("epoch") ? Number(named.get("epoch")) : undefined;
+        const plan = this.gateway(first).promote(second!, confirm === "true" ? true : confirm, named.get("reason"), this.now(), claimEpoch);
         if (!plan.ok) return describeRefusal(plan.refusal);
         const r = plan.result;
         return `promoted ${r.authority_gateway_id}@${r.authority_epoch} (previous ${r.previous_gateway_id}@${r.previous_epoch}) claim_seq=${r.claim_seq}`;
@@ -311,6 +339,8 @@ export class ScenarioWorld {
         }
         return `identical through seq ${length}`;
       }
+      case "planner":
+        return this.plannerStep(positional, named);
       case "snapshot":
         this.snapshots.set(named.get("name")!, this.gateway(first).snapshot());
         return "";
@@ -350,9 +380,101 @@ export class ScenarioWorld {
       .map((step) => {
         if (step.kind === "fenced") return describeFence(step, to);
         if (step.kind === "log_refused") return `log since=${step.since}: ${describeRefusal(step.refusal)}`;
+        if (step.kind === "observed") return `observed ${formatAuthority(step.authority)}`;
+        if (step.kind === "stopped") return `stopped: ${step.reason}`;
+        if (step.kind === "failed") return `failed: ${describeRefusal(step.refusal)}`;
         return `${describePage(step.page, step.since)}: ${describeDecision(step.decision)}`;
       })
       .join("\n");
+  }
+
+  /**
+   * `planner <event> …`: drives the pull planner alone with made-up pages and decisions and prints
+   * the effects it answers (see README.md for the events).
+   */
+  private plannerStep(positional: string[], named: Map<string, string>): string {
+    const [event] = positional;
+    const num = (key: string, fallback = 0) => Number(named.get(key) ?? fallback);
+    if (event === "new") {
+      const limits = {
+        ...(named.has("max-refetches") ? { maxRefetches: num("max-refetches") } : {}),
+        ...(named.has("max-retreats") ? { maxCursorRetreats: num("max-retreats") } : {}),
+        ...(named.has("max-idle") ? { maxIdlePages: num("max-idle") } : {}),
+      };
+      this.planner = new PullPlanner({
+        mode: named.get("mode") === "follow" ? "follow" : "catch_up",
+        last_seq: num("last"),
+        ...(named.has("since") ? { since: num("since") } : {}),
+        tail_first: named.get("tail-first") === "true",
+        limits,
+        backoff: { maxMs: num("max-backoff", 30_000) },
+        random: () => 0.5,
+      });
+      return describeEffects(this.planner.start());
+    }
+    const planner = this.planner;
+    if (planner === null) throw new Error('"planner new" first');
+    let input: PullEvent;
+    switch (event) {
+      case "page": {
+        const [from, to] = (named.get("events") ?? "none").split("..").map(Number);
+        const events =
+          from === undefined || Number.isNaN(from) ? [] : Array.from({ length: to! - from + 1 }, (_, i) => ({ seq: from + i }));
+        const cursor = events.length ? events[events.length - 1]!.seq : num("since");
+        const [gateway = "A", epoch = "1"] = (named.get("authority") ?? "A@1").split("@");
+        input = {
+          kind: "page",
+          page: {
+            room_id: "r1",
+            events: events as RoomEvent[],
+            cursor,
+            latest_seq: num("latest", cursor),
+            has_more: named.get("more") === "true",
+            authority: { gateway_id: gateway, epoch: Number(epoch) },
+            lineage: [],
+            prev: null,
+          },
+        };
+        break;
+      }
+      case "applied": {
+        const kind = named.get("kind") ?? "apply";
+        const state = { last_seq: num("last"), disbanded: named.get("disbanded") === "true" } as RoomState;
+        const added = Array.from({ length: num("added") }, () => ({}) as RoomEvent);
+        const decision =
+          kind === "refetch"
+            ? { kind, since_seq: num("since"), detail: "the divergence point needs the hash at that seq" }
+            : kind === "quarantined"
+              ? { kind, refusal: refusal("hash_mismatch", "an event does not chain"), state }
+              : kind === "noop"
+                ? { kind, overlap: 0, state, caught_up: true }
+                : { kind: "apply", events: added, overlap: 0, state, caught_up: true };
+        input = { kind: "applied", decision: decision as ReplicationDecision, before_last_seq: num("before") };
+        break;
+      }
+      case "refused": {
+        const data: Record<string, unknown> = {};
+        if (named.has("latest")) data.latest_seq = num("latest");
+        if (named.has("authority")) {
+          const [gateway, epoch] = named.get("authority")!.split("@");
+          data.authority = { gateway_id: gateway, epoch: Number(epoch) };
+        }
+        input = { kind: "refused", refusal: refusal((named.get("reason") ?? "unavailable") as Refusal["reason"], "refused", data) };
+        break;
+      }
+      case "tail-ended":
+        input = { kind: "tail_ended" };
+        break;
+      case "timer":
+        input = { kind: "timer" };
+        break;
+      case "epoch":
+        input = { kind: "epoch_known", epoch: num("epoch") };
+        break;
+      default:
+        throw new Error(`unknown planner event ${event}`);
+    }
+    return describeEffects(planner.on(input));
   }
 
   /** Every invariant violation across all gateways and rooms. */

@@ -147,11 +147,18 @@ export class SimGateway {
     return decision;
   }
 
-  promote(roomId: string, confirm: unknown, reason: string | undefined, now: string) {
+  /** `claimEpoch`: a coordinated claim of exactly that epoch (won in the coordinator first). */
+  promote(roomId: string, confirm: unknown, reason: string | undefined, now: string, claimEpoch?: number) {
     const room = this.room(roomId);
     const plan = planPromote(
       room.state,
-      { confirm, reason, max_durable_epoch: this.maxDurableEpoch(), stored: this.storedKinds(room) },
+      {
+        confirm,
+        reason,
+        max_durable_epoch: this.maxDurableEpoch(),
+        stored: this.storedKinds(room),
+        ...(claimEpoch === undefined ? {} : { claim_epoch: claimEpoch }),
+      },
       now,
     );
     if (plan.ok) {

@@ -1,9 +1,11 @@
 /**
  * Per-target ordered lanes (Synapse's per-destination queues, upstream's `<connection>\0<profile>`
- * lanes): a lane delivers one envelope at a time, in commit order, and the next only after the
- * target answered the previous one. Different lanes run in parallel up to a cap, oldest head first.
+ * lanes): a lane delivers one item at a time, in seq order, and the next only after the previous
+ * one finished. Different lanes run in parallel up to a cap, oldest head first. The relay's
+ * deliveries and the gateway's delivery machines (turns per target bot, sends per remote target)
+ * are scheduled with it.
  *
- * Pure bookkeeping: the broker asks `take()` what to forward now and reports `finish()`.
+ * Pure bookkeeping: the owner asks `take()` what to start now and reports `finish()`.
  */
 export interface LaneItem {
   lane: string;
@@ -76,6 +78,26 @@ export class LaneScheduler {
     queue.shift();
     if (queue.length === 0) this.lanes.delete(lane);
     this.where.delete(id);
+  }
+
+  /**
+   * A lane's target was renamed: its items (running and queued, in order) go on under the new name,
+   * so items enqueued under the new name queue behind them. Nothing happens when `newLane` exists.
+   */
+  rename(oldLane: string, newLane: string): void {
+    const queue = this.lanes.get(oldLane);
+    if (queue === undefined || this.lanes.has(newLane)) return;
+    this.lanes.delete(oldLane);
+    this.lanes.set(newLane, queue);
+    for (const item of queue) {
+      item.lane = newLane;
+      this.where.set(item.id, newLane);
+    }
+    const running = this.busy.get(oldLane);
+    if (running !== undefined) {
+      this.busy.delete(oldLane);
+      this.busy.set(newLane, running);
+    }
   }
 
   isRunning(id: string): boolean {

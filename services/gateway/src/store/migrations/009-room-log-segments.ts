@@ -2,7 +2,7 @@ import { HermesError, type Migration } from "@hermes/common";
 import { cutSegments, endsToBytes, SEGMENT_MAX_EVENTS, type TupleRun } from "../../core/rooms/index.js";
 
 /**
- * Rooms, third step: the log in segments. `room_events` held one row per event in three b-trees
+ * Rooms, fourth step: the log in segments. `room_events` held one row per event in three b-trees
  * (the rowid table, the (room_id, seq) key, the (room_id, event_id) key); now:
  *
  * - `room_logs`: a small integer per room log (`log_id`), so the other tables key by it;
@@ -14,12 +14,12 @@ import { cutSegments, endsToBytes, SEGMENT_MAX_EVENTS, type TupleRun } from "../
  *   a branch moves away without reading the whole log.
  *
  * The existing events move into segments in this migration's one transaction (a kill -9 part way
- * leaves the database at version 5, as it was) and `room_events` is dropped. Tuples are written by
+ * leaves the database at version 8, as it was) and `room_events` is dropped. Tuples are written by
  * SQLite's json_array, byte-identical to JSON.stringify. A log that is not dense is refused: that
  * database needs a look before anything rewrites it.
  */
 export const roomLogSegmentsMigration: Migration = {
-  version: 6,
+  version: 9,
   name: "room-log-segments",
   up(db) {
     db.exec(`
@@ -77,7 +77,7 @@ export const roomLogSegmentsMigration: Migration = {
           if (seq !== last + 1) {
             throw new HermesError(
               "database_corrupt",
-              `room ${roomId}: the log jumps from seq ${last} to ${seq}; the database was not upgraded (still version 5): restore it from a backup or move it aside`,
+              `room ${roomId}: the log jumps from seq ${last} to ${seq}; the database was not upgraded (still version 8): restore it from a backup or move it aside`,
             );
           }
           texts.push(text);
