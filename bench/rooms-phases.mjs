@@ -11,9 +11,9 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import Database from "better-sqlite3";
 import { Registry } from "prom-client";
 import { EchoAppendStream, startEchoServer } from "./lib/grpc-echo.mjs";
-import { jetStreamMirror, startNats, startNatsCluster } from "./lib/nats.mjs";
+import { jetStreamMirror, jetStreamTail, startNats, startNatsCluster } from "./lib/nats.mjs";
 import { pipelined } from "./lib/pipeline.mjs";
-import { printReady, printResult } from "./lib/processes.mjs";
+import { printReady, printResult, processCpuMs } from "./lib/processes.mjs";
 import { percentile } from "./lib/report.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -152,12 +152,15 @@ async function engine({ dir, count, window, textBytes }) {
   const { GroupCommit } = await dist("services/gateway/dist/app/rooms/group-commit.js");
   mkdirSync(dir, { recursive: true });
   const db = gateway.openGatewayDb(new gateway.HermesHome(dir));
+  const { RoomLog } = await dist("services/gateway/dist/app/rooms/room-log.js");
+  const logger = common.createLogger("rooms", "silent");
+  const clock = common.systemClock;
+  const log = new RoomLog({ db, gatewayId: "gw-bench", clock, logger, registry: new Registry(), maxAppendsPerCommit: 1000 });
   const rooms = new gateway.RoomsService({
-    db,
+    log,
     gatewayId: "gw-bench",
-    clock: common.systemClock,
-    logger: common.createLogger("rooms", "silent"),
-    registry: new Registry(),
+    clock,
+    logger,
     peers: { url: () => undefined, key: () => undefined },
   });
   rooms.create({ room_id: "bench", name: "Bench", members: MEMBERS });
@@ -186,7 +189,7 @@ async function engine({ dir, count, window, textBytes }) {
   return {
     ...summary(count, secs, latencies),
     engineCpuMs: used,
-    db: join(dir, "state.db"),
+    home: dir,
     firstSeq,
     batches,
     batchMean: count / batches.length,
@@ -195,49 +198,111 @@ async function engine({ dir, count, window, textBytes }) {
   };
 }
 
-/**
- * The floor for (b): the rows the engine wrote (read back first, untimed) inserted into a fresh
- * state.db with the same schema and pragmas (WAL, synchronous=FULL), one transaction per batch of
- * the same sizes, with plain better-sqlite3. Two ways to insert: one prepared single-row INSERT
- * per row, and multi-row INSERTs of 100 rows (what the store does); the faster one is the floor.
- */
-async function rawInsert({ from, firstSeq, batches, dir, variant }) {
+/** Events `from`..`to` of a room as a gateway stored them (read with the built store, untimed). */
+async function storedEvents(home, room, afterSeq, count) {
   const { gateway } = await load();
-  const source = new Database(from, { readonly: true });
-  const rows = source
-    .prepare(
-      "SELECT room_id, seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash FROM room_events WHERE room_id = 'bench' AND seq >= ? ORDER BY seq",
-    )
-    .raw(true)
-    .all(firstSeq);
-  source.close();
+  const db = gateway.openGatewayDb(new gateway.HermesHome(home));
+  const events = new gateway.RoomsStore(db, "reader", () => new Date().toISOString()).events(room, afterSeq, count);
+  db.close();
+  return events;
+}
+
+/** The room log as earlier versions stored it, one row per event: what a hand-written SQLite log looks like. */
+const ROW_PER_EVENT_SCHEMA = `
+  CREATE TABLE room_events (
+    room_id TEXT NOT NULL, seq INTEGER NOT NULL, event_id TEXT NOT NULL, kind TEXT NOT NULL, actor_json TEXT NOT NULL,
+    epoch INTEGER NOT NULL, payload_json TEXT NOT NULL, created_at TEXT NOT NULL, hash TEXT NOT NULL,
+    PRIMARY KEY (room_id, seq), UNIQUE (room_id, event_id))`;
+const EVENT_COLUMNS = "room_id, seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash";
+const CHUNK = 100;
+
+/**
+ * A fresh file that plain better-sqlite3 writes events into, in WAL mode at `synchronous`: the floor
+ * the engine and the replica are compared with. `prepare(batch)` does everything but SQLite's work
+ * (parameters, and for segments their bytes) and returns the batch's one transaction, to be timed.
+ * - `rows`: one row per event into the row-per-event table above, 100-row INSERTs;
+ * - `segments`: what the store writes, in a fresh gateway state.db: the batch's segment rows and
+ *   its event_id → seq rows (100-row INSERTs).
+ */
+async function rawTarget(dir, layout, synchronous) {
+  const { gateway } = await load();
+  const core = await dist("services/gateway/dist/core/rooms/index.js");
   mkdirSync(dir, { recursive: true });
+  if (layout === "rows") {
+    const db = new Database(join(dir, "rows.db"));
+    db.pragma("journal_mode = WAL");
+    db.pragma(`synchronous = ${synchronous}`);
+    db.exec(ROW_PER_EVENT_SCHEMA);
+    const one = db.prepare(`INSERT INTO room_events (${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    const chunk = db.prepare(
+      `INSERT INTO room_events (${EVENT_COLUMNS}) VALUES ${Array(CHUNK).fill("(?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ")}`,
+    );
+    const write = db.transaction((parts) => {
+      for (const params of parts) (params.length === CHUNK * 9 ? chunk : one).run(params);
+    });
+    return {
+      prepare(batch) {
+        const parts = chunked(
+          batch.map((e) => [e.room_id, e.seq, e.event_id, e.kind, e.actor_json, e.epoch, e.payload_json, e.created_at, e.hash]),
+        );
+        const params = parts.map((part) => part.flat());
+        return () => write.immediate(params);
+      },
+      close: () => db.close(),
+    };
+  }
   const db = gateway.openGatewayDb(new gateway.HermesHome(dir));
-  const columns = "room_id, seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash";
-  const one = db.prepare(`INSERT INTO room_events (${columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
-  const CHUNK = 100;
-  const chunk = db.prepare(
-    `INSERT INTO room_events (${columns}) VALUES ${Array.from({ length: CHUNK }, () => "(?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ")}`,
+  db.pragma(`synchronous = ${synchronous}`);
+  const logId = Number(db.prepare("INSERT INTO room_logs (room_id) VALUES ('bench')").run().lastInsertRowid);
+  const segment = db.prepare(
+    "INSERT INTO room_log_segments (log_id, first_seq, last_seq, last_epoch, ends, body) VALUES (?, ?, ?, ?, ?, ?)",
   );
-  const insertBatch = db.transaction((start, end) => {
-    let i = start;
-    if (variant === "chunk100") {
-      for (; i + CHUNK <= end; i += CHUNK) chunk.run(rows.slice(i, i + CHUNK).flat());
-    }
-    for (; i < end; i++) one.run(rows[i]);
+  const one = db.prepare("INSERT INTO room_event_ids (log_id, event_id, seq) VALUES (?, ?, ?)");
+  const chunk = db.prepare(`INSERT INTO room_event_ids (log_id, event_id, seq) VALUES ${Array(CHUNK).fill("(?, ?, ?)").join(", ")}`);
+  const write = db.transaction((segments, ids) => {
+    for (const row of segments) segment.run(row);
+    for (const params of ids) (params.length === CHUNK * 3 ? chunk : one).run(params);
   });
-  const cpu0 = cpuMs();
-  const started = performance.now();
+  return {
+    prepare(batch) {
+      const segments = core.cutSegments(core.encodeTuples(batch)).map((run) => {
+        const last = run.first_seq + run.ends.length - 1;
+        return [logId, run.first_seq, last, batch[last - batch[0].seq].epoch, core.endsToBytes(run.ends), Buffer.from(run.body)];
+      });
+      const ids = chunked(batch.map((e) => [logId, e.event_id, e.seq])).map((part) => part.flat());
+      return () => write.immediate(segments, ids);
+    },
+    close: () => db.close(),
+  };
+}
+
+/** 100-item parts and single items after them (the multi-row INSERT and the single-row one). */
+function chunked(items) {
+  const parts = [];
+  let i = 0;
+  for (; i + CHUNK <= items.length; i += CHUNK) parts.push(items.slice(i, i + CHUNK));
+  for (; i < items.length; i++) parts.push([items[i]]);
+  return parts;
+}
+
+/** (b)'s floor: the events the engine wrote, in transactions of the engine's batch sizes, at FULL. */
+async function rawInsert({ from, firstSeq, batches, dir, layout }) {
+  const count = batches.reduce((a, b) => a + b, 0);
+  const events = await storedEvents(from, "bench", firstSeq - 1, count);
+  const target = await rawTarget(dir, layout, "FULL");
+  const runs = [];
   let at = 0;
   for (const size of batches) {
-    insertBatch.immediate(at, at + size);
+    runs.push(target.prepare(events.slice(at, at + size)));
     at += size;
   }
+  const cpu0 = cpuMs();
+  const started = performance.now();
+  for (const run of runs) run();
   const secs = (performance.now() - started) / 1000;
   const used = cpuMs() - cpu0;
-  const synchronous = db.pragma("synchronous", { simple: true });
-  db.close();
-  return { count: at, secs, rate: at / secs, cpuMs: used, variant, synchronous, transactions: batches.length };
+  target.close();
+  return { count, secs, rate: count / secs, cpuMs: used, layout, transactions: batches.length };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -310,49 +375,34 @@ async function pullOnly({ url, key, room, limit }) {
 }
 
 /**
- * The floor of a replica's write path: the authority's rows (read page by page, untimed) inserted
- * into a fresh state.db with the same schema at synchronous=NORMAL (what the replica applies pages
- * at), one transaction per page of the size the replica received, 100-row INSERTs like the store.
- * No decoding, no hash check, no protocol: only SQLite.
+ * The floor of a replica's write path: the authority's events (read untimed) written into a fresh
+ * file at synchronous=NORMAL (what the replica applies pages at), one transaction per page of the
+ * size the replica received (rawTarget: one row per event, or the store's segment rows). No
+ * decoding, no hash check, no protocol: only SQLite.
  */
-async function rawApply({ from, room, pageEvents, dir }) {
+async function rawApply({ from, room, pageEvents, dir, layout }) {
   const { gateway } = await load();
-  const source = new Database(from, { readonly: true });
-  const read = source
-    .prepare(
-      "SELECT room_id, seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash FROM room_events WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-    )
-    .raw(true);
-  mkdirSync(dir, { recursive: true });
-  const db = gateway.openGatewayDb(new gateway.HermesHome(dir));
-  db.pragma("synchronous = NORMAL");
-  const columns = "room_id, seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash";
-  const one = db.prepare(`INSERT INTO room_events (${columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
-  const CHUNK = 100;
-  const chunk = db.prepare(
-    `INSERT INTO room_events (${columns}) VALUES ${Array.from({ length: CHUNK }, () => "(?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ")}`,
-  );
-  const insertPage = db.transaction((rows) => {
-    let i = 0;
-    for (; i + CHUNK <= rows.length; i += CHUNK) chunk.run(rows.slice(i, i + CHUNK).flat());
-    for (; i < rows.length; i++) one.run(rows[i]);
-  });
-  let insertMs = 0;
+  const source = gateway.openGatewayDb(new gateway.HermesHome(from));
+  const store = new gateway.RoomsStore(source, "reader", () => new Date().toISOString());
+  const target = await rawTarget(dir, layout, "NORMAL");
+  let writeMs = 0;
+  let cpu = 0;
   let events = 0;
-  const cpu0 = cpuMs();
   for (let since = 0; ; ) {
-    const rows = read.all(room, since, pageEvents);
-    if (rows.length === 0) break;
+    const page = store.events(room, since, pageEvents);
+    if (page.length === 0) break;
+    const run = target.prepare(page);
+    const cpu0 = cpuMs();
     const t0 = performance.now();
-    insertPage.immediate(rows);
-    insertMs += performance.now() - t0;
-    events += rows.length;
-    since = rows.at(-1)[1];
+    run();
+    writeMs += performance.now() - t0;
+    cpu += cpuMs() - cpu0;
+    events += page.length;
+    since = page.at(-1).seq;
   }
-  const used = cpuMs() - cpu0;
   source.close();
-  db.close();
-  return { events, secs: insertMs / 1000, rate: events / (insertMs / 1000), cpuMsInclRead: used };
+  target.close();
+  return { events, secs: writeMs / 1000, rate: events / (writeMs / 1000), cpuMs: cpu, layout };
 }
 
 async function natsMirror({ count }) {
@@ -439,6 +489,25 @@ async function tail({ authorityUrl, replicaUrl, key, room, rate, seconds, warmup
   };
 }
 
+/** The same paced load on a JetStream stream and its mirror (the tail's baseline). */
+async function natsTail({ rate, seconds, warmupSeconds, textBytes }) {
+  const r = await jetStreamTail({ rate, seconds, warmupSeconds, bytes: textBytes, cpuMs: processCpuMs });
+  r.ack.sort((a, b) => a - b);
+  r.mirrored.sort((a, b) => a - b);
+  return {
+    finished: r.finished,
+    sent: r.sent,
+    measured: r.mirrored.length,
+    ackP50: percentile(r.ack, 50),
+    ackP99: percentile(r.ack, 99),
+    appliedP50: percentile(r.mirrored, 50),
+    appliedP99: percentile(r.mirrored, 99),
+    appliedMax: r.mirrored.at(-1),
+    serverCpuMs: r.serverCpuMs,
+    cpuMs: cpuMs(),
+  };
+}
+
 const PHASES = {
   "append-stream": appendStream,
   "append-unary": appendUnary,
@@ -453,6 +522,7 @@ const PHASES = {
   "raw-apply": rawApply,
   "nats-mirror": natsMirror,
   tail,
+  "nats-tail": natsTail,
 };
 
 const run = PHASES[opts.phase];

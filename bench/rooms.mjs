@@ -8,10 +8,12 @@
 //    stream (and unary Send with 64 in flight), against JetStream acknowledged publish (window 1000)
 //    and against a bare grpc-js echo stream carrying the same AppendRequest bytes (the transport alone)
 // b. the append engine in-process (GroupCommit + RoomsStore, the batches it forms) against raw
-//    better-sqlite3 inserts of the same rows, same schema, synchronous=FULL, same transactions
+//    better-sqlite3 writes of the same events, synchronous=FULL, same transactions: one row per
+//    event (a hand-written log), and the same segment rows the engine wrote
 // c. catch-up of 1,000,000 events from an authority gateway to a new replica gateway (two processes,
 //    loopback) against a JetStream mirror catch-up of 1,000,000 messages
-// d. live tail: append → applied on a following replica at 1,000 events/s, p50/p99
+// d. live tail: append → applied on a following replica at 1,000 events/s, p50/p99, and CPU per
+//    event on the authority and on the replica (user and system)
 //
 // Every server (gateway, nats-server, echo server) runs in its own process and every client in a
 // fresh child process (bench/rooms-phases.mjs); each sample of a, b and c runs our figure and its
@@ -26,7 +28,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { ensureNatsServer } from "./lib/nats.mjs";
 import { intOption } from "./lib/options.mjs";
-import { histogramTotals, runPhase, startGateway, startPhase } from "./lib/processes.mjs";
+import { gatewayCpuUsageMs, histogramTotals, runPhase, startGateway, startPhase } from "./lib/processes.mjs";
 import { fmt, machine, median, header as printHeader, line as printLine } from "./lib/report.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -70,6 +72,8 @@ const TAIL_SECONDS = int("tail-seconds");
 const TEXT_BYTES = int("text-bytes");
 const PARTS = new Set(opts.parts.split(",").map((p) => p.trim()));
 const UNARY_CONCURRENCY = 64;
+/** The raw SQLite floors of (b) and (c): one row per event (a hand-written log), and the store's own segment rows. */
+const RAW_LAYOUTS = ["rows", "segments"];
 const NODE_ARGS = opts.profile ? ["--cpu-prof", `--cpu-prof-dir=${opts.profile}`] : [];
 
 let gatewayModule;
@@ -263,45 +267,60 @@ async function partB() {
         textBytes: TEXT_BYTES,
       });
       const raw = {};
-      for (const variant of ["single", "chunk100"]) {
-        raw[variant] = await runPhase(PHASES, "raw-insert", {
-          from: engine.db,
+      for (const layout of RAW_LAYOUTS) {
+        raw[layout] = await runPhase(PHASES, "raw-insert", {
+          from: engine.home,
           firstSeq: engine.firstSeq,
           batches: engine.batches,
-          dir: join(dir, `raw-${variant}`),
-          variant,
+          dir: join(dir, `raw-${layout}`),
+          layout,
         });
       }
       const { batches: _b, ...engineSummary } = engine;
-      samples.push({ engine: engineSummary, raw, floor: Math.max(raw.single.rate, raw.chunk100.rate) });
+      samples.push({ engine: engineSummary, raw });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   }
-  const engineRate = median(samples.map((x) => x.engine.rate));
-  const single = median(samples.map((x) => x.raw.single.rate));
-  const chunk = median(samples.map((x) => x.raw.chunk100.rate));
-  const floor = median(samples.map((x) => x.floor));
-  const base = { label: "raw (faster of the two)", value: floor };
-  line("raw inserts, 1 prepared single-row INSERT per row", single, "rows/s", undefined);
-  samplesLine(samples.map((x) => x.raw.single.rate));
-  line("raw inserts, multi-row INSERT of 100 rows", chunk, "rows/s", undefined);
-  samplesLine(samples.map((x) => x.raw.chunk100.rate));
-  line("append engine (plan, hash chain, idempotency, commit)", engineRate, "events/s", base);
-  samplesLine(samples.map((x) => x.engine.rate));
+  const engineRates = samples.map((x) => x.engine.rate);
+  const engineRate = median(engineRates);
+  const rawRate = (layout) => median(samples.map((x) => x.raw[layout].rate));
+  const rows = { label: "raw, row per event", value: rawRate("rows") };
+  line("raw better-sqlite3, one row per event (100-row INSERTs)", rows.value, "events/s", undefined);
+  samplesLine(samples.map((x) => x.raw.rows.rate));
+  line("raw better-sqlite3, the engine's segment rows", rawRate("segments"), "events/s", rows);
+  samplesLine(samples.map((x) => x.raw.segments.rate));
+  line("append engine (plan, hash chain, idempotency, commit)", engineRate, "events/s", rows);
+  samplesLine(engineRates);
   const paired = pairedLine(
-    samples.map((x) => x.engine.rate),
-    samples.map((x) => x.floor),
-    "raw",
+    engineRates,
+    samples.map((x) => x.raw.rows.rate),
+    "raw rows",
   );
+  const pairedSegments = pairedLine(
+    engineRates,
+    samples.map((x) => x.raw.segments.rate),
+    "raw segments",
+  );
+  say(`${"".padEnd(58)}   ${fmt(engineRate / rawRate("segments"), 2)}× raw writes of the same segment rows`);
   const e = samples[0].engine;
   say(
     `engine batches: mean ${fmt(e.batchMean)} events per commit (max ${fmt(e.batchMax)}); append latency p50/p99 ${ms(median(samples.map((x) => x.engine.p50)))} / ${ms(median(samples.map((x) => x.engine.p99)))}`,
   );
+  const rawCpu = (layout) => fmt(median(samples.map((x) => usPerEvent(x.raw[layout].cpuMs, ENGINE_EVENTS))), 1);
   say(
-    `CPU per event: engine ${fmt(median(samples.map((x) => usPerEvent(x.engine.engineCpuMs, ENGINE_EVENTS))), 1)} µs, raw ${fmt(median(samples.map((x) => usPerEvent(Math.min(x.raw.single.cpuMs, x.raw.chunk100.cpuMs), ENGINE_EVENTS))), 1)} µs`,
+    `CPU per event: engine ${fmt(median(samples.map((x) => usPerEvent(x.engine.engineCpuMs, ENGINE_EVENTS))), 1)} µs, raw rows ${rawCpu("rows")} µs, raw segments ${rawCpu("segments")} µs`,
   );
-  results.b = { engineRate, rawSingle: single, rawChunk100: chunk, floor, ratio: engineRate / floor, pairedRatio: paired, samples };
+  results.b = {
+    engineRate,
+    rawRows: rows.value,
+    rawSegments: rawRate("segments"),
+    ratio: engineRate / rows.value,
+    ratioToSegments: engineRate / rawRate("segments"),
+    pairedRatio: paired,
+    pairedRatioToSegments: pairedSegments,
+    samples,
+  };
 }
 
 async function partC() {
@@ -327,17 +346,20 @@ async function partC() {
         rmSync(replicaHome, { recursive: true, force: true });
       }
       const pull = await measured("pull-only", { url: authority.url, key: KEY, room: ROOM, limit: 5000 }, [authority]);
-      const applyDir = tempDir("c-raw-apply");
-      let rawApply;
-      try {
-        rawApply = await runPhase(PHASES, "raw-apply", {
-          from: join(home, "state.db"),
-          room: ROOM,
-          pageEvents: Math.round(pull.events / pull.pages),
-          dir: applyDir,
-        });
-      } finally {
-        rmSync(applyDir, { recursive: true, force: true });
+      const rawApply = {};
+      for (const layout of RAW_LAYOUTS) {
+        const applyDir = tempDir("c-raw-apply");
+        try {
+          rawApply[layout] = await runPhase(PHASES, "raw-apply", {
+            from: home,
+            room: ROOM,
+            pageEvents: Math.round(pull.events / pull.pages),
+            dir: applyDir,
+            layout,
+          });
+        } finally {
+          rmSync(applyDir, { recursive: true, force: true });
+        }
       }
       const mirror = await runPhase(PHASES, "nats-mirror", { count: EVENTS });
       samples.push({ ours, pull, rawApply, mirror });
@@ -361,15 +383,28 @@ async function partC() {
   );
   line("pull + decode only, nothing applied (authority + wire)", pullRate, "events/s", base);
   samplesLine(samples.map((x) => x.pull.rate));
-  const rawApplyRate = median(samples.map((x) => x.rawApply.rate));
-  line("raw SQLite inserts of the same rows and pages, NORMAL", rawApplyRate, "rows/s", base);
-  samplesLine(samples.map((x) => x.rawApply.rate));
+  const rawApplyRate = median(samples.map((x) => x.rawApply.rows.rate));
+  line("raw SQLite writes of the same pages, row per event, NORMAL", rawApplyRate, "events/s", base);
+  samplesLine(samples.map((x) => x.rawApply.rows.rate));
+  const rawSegmentsRate = median(samples.map((x) => x.rawApply.segments.rate));
+  line("raw SQLite writes of the same pages as segments, NORMAL", rawSegmentsRate, "events/s", base);
+  samplesLine(samples.map((x) => x.rawApply.segments.rate));
   const n = samples[0].ours.ingested;
   say(
     `CPU per event during catch-up: authority ${fmt(median(samples.map((x) => usPerEvent(x.ours.serverCpuMs[0], n))), 2)} µs, replica ${fmt(median(samples.map((x) => usPerEvent(x.ours.serverCpuMs[1], n))), 2)} µs; ` +
       `packed page ${fmt(samples[0].pull.bytesPerEvent)} B per event, ${fmt(samples[0].pull.pages)} pages`,
   );
-  results.c = { seeded, oursRate, mirrorRate, pullRate, rawApplyRate, ratio: oursRate / mirrorRate, pairedRatio: paired, samples };
+  results.c = {
+    seeded,
+    oursRate,
+    mirrorRate,
+    pullRate,
+    rawApplyRate,
+    rawSegmentsRate,
+    ratio: oursRate / mirrorRate,
+    pairedRatio: paired,
+    samples,
+  };
 }
 
 async function partD() {
@@ -386,6 +421,9 @@ async function partD() {
       stream.on("end", resolve);
     });
     client.close();
+    const cpuNow = () => Promise.all([authority, replica].map((gw) => gatewayCpuUsageMs(gw.http, KEY)));
+    const split0 = await cpuNow();
+    const commits0 = await histogramTotals(authority.http, "hermes_room_append_batch_size", KEY);
     const r = await measured(
       "tail",
       {
@@ -404,11 +442,30 @@ async function partD() {
     say(`offered ${fmt(r.offeredRate)} events/s; ${fmt(r.measured)} events measured after 1 s of warm-up`);
     say(`durable ack on the authority     p50 ${ms(r.ackP50)}  p99 ${ms(r.ackP99)}  max ${ms(r.ackMax)}`);
     say(`applied on the replica (tail)    p50 ${ms(r.appliedP50)}  p99 ${ms(r.appliedP99)}  max ${ms(r.appliedMax)}   (goal: p99 < 20 ms)`);
+    const commits1 = await histogramTotals(authority.http, "hermes_room_append_batch_size", KEY);
+    const split1 = await cpuNow();
     const events = r.sent;
+    const cpuLine = (i) => {
+      const user = usPerEvent(split1[i].user - split0[i].user, events);
+      const system = usPerEvent(split1[i].system - split0[i].system, events);
+      return `${fmt(user + system, 1)} µs (user ${fmt(user, 1)}, system ${fmt(system, 1)})`;
+    };
+    r.authorityCommits = commits1.count - commits0.count;
+    say(`CPU per tail event: authority ${cpuLine(0)}, replica ${cpuLine(1)}   (goal: ≤ 100 µs each)`);
     say(
-      `CPU per event: authority ${fmt(usPerEvent(r.serverCpuMs[0], events), 1)} µs, replica ${fmt(usPerEvent(r.serverCpuMs[1], events), 1)} µs`,
+      `the authority committed ${fmt(r.authorityCommits)} group commits for ${fmt(events)} events (${fmt(events / r.authorityCommits, 2)} per commit)`,
     );
-    results.d = r;
+    const nats = await runPhase(PHASES, "nats-tail", { rate: TAIL_RATE, seconds: TAIL_SECONDS, warmupSeconds: 1, textBytes: TEXT_BYTES });
+    if (nats.finished !== "ok") say(`WARNING: not every message reached the JetStream mirror within 30 s (${nats.measured} measured)`);
+    say(
+      `JetStream, same pace: publish ack p50 ${ms(nats.ackP50)}  p99 ${ms(nats.ackP99)}; read from a mirror p50 ${ms(nats.appliedP50)}  p99 ${ms(nats.appliedP99)}  max ${ms(nats.appliedMax)}`,
+    );
+    say(`JetStream CPU per message: nats-server ${fmt(usPerEvent(nats.serverCpuMs, nats.sent), 1)} µs (stream and mirror in one process)`);
+    results.d = {
+      ...r,
+      cpuSplitMs: split1.map((x, i) => ({ user: x.user - split0[i].user, system: x.system - split0[i].system })),
+      jetStream: nats,
+    };
   } finally {
     await replica.stop();
     rmSync(replicaHome, { recursive: true, force: true });

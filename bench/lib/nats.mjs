@@ -110,6 +110,7 @@ export async function startNats() {
   const nc = await connectWithin(`127.0.0.1:${port}`);
   return {
     nc,
+    pid: child.pid,
     async stop() {
       await nc.close();
       child.kill("SIGTERM");
@@ -161,6 +162,66 @@ export async function jetStreamMirror({ count, bytes = 200 }) {
     while ((await jsm.streams.info("EVENTS_M")).state.messages < count) await new Promise((r) => setTimeout(r, 20));
     const secs = (performance.now() - started) / 1000;
     return { count, secs, rate: count / secs };
+  } finally {
+    await nats.stop();
+  }
+}
+
+/**
+ * Live tail of a mirror: acknowledged publishes at `rate` messages/s into EVENTS while an ordered
+ * consumer reads the mirror EVENTS_M: per message, publish → ack, and publish → read from the
+ * mirror (the room log's live tail to a replica, JetStream's way). `cpuMs()` reads nats-server's CPU.
+ */
+export async function jetStreamTail({ rate, seconds, warmupSeconds, bytes = 200, cpuMs }) {
+  const nats = await startNats();
+  try {
+    const jsm = await jetstreamManager(nats.nc);
+    await jsm.streams.add({ name: "EVENTS", subjects: ["events.>"], storage: "file" });
+    await jsm.streams.add({ name: "EVENTS_M", mirror: { name: "EVENTS" }, storage: "file" });
+    const js = jetstream(nats.nc);
+    const consumer = await js.consumers.get("EVENTS_M");
+    const messages = await consumer.consume();
+    const total = Math.round(rate * (seconds + warmupSeconds));
+    const warm = Math.round(rate * warmupSeconds);
+    const sentAt = new Array(total);
+    const ack = [];
+    const mirrored = [];
+    const read = (async () => {
+      let seen = 0;
+      for await (const m of messages) {
+        const i = new DataView(m.data.buffer, m.data.byteOffset, 4).getUint32(0);
+        if (i >= warm) mirrored.push(performance.now() - sentAt[i]);
+        if (++seen === total) break;
+      }
+    })();
+    const cpu0 = cpuMs(nats.pid);
+    const started = performance.now();
+    let sent = 0;
+    const acks = [];
+    await new Promise((resolve) => {
+      const tick = () => {
+        const due = Math.min(total, Math.floor(((performance.now() - started) * rate) / 1000) + 1);
+        while (sent < due) {
+          const i = sent++;
+          const payload = new Uint8Array(bytes).fill(120);
+          new DataView(payload.buffer).setUint32(0, i);
+          sentAt[i] = performance.now();
+          acks.push(
+            js.publish("events.room", payload).then(() => {
+              if (i >= warm) ack.push(performance.now() - sentAt[i]);
+            }),
+          );
+        }
+        if (sent < total) setTimeout(tick, 1);
+        else resolve();
+      };
+      tick();
+    });
+    await Promise.all(acks);
+    const finished = await Promise.race([read.then(() => "ok"), new Promise((r) => setTimeout(() => r("timeout"), 30_000))]);
+    const serverCpuMs = cpuMs(nats.pid) - cpu0;
+    messages.stop();
+    return { finished, sent: total, ack, mirrored, serverCpuMs };
   } finally {
     await nats.stop();
   }

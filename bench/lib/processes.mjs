@@ -179,13 +179,32 @@ export function printReady(info) {
   process.stdout.write(`${READY}${JSON.stringify(info)}\n`);
 }
 
+/** The text of a process's /metrics. */
+async function metricsText(httpBase, key) {
+  const res = await fetch(`${httpBase}/metrics`, key ? { headers: { authorization: `Bearer ${key}` } } : {});
+  return res.text();
+}
+
+/** The value of a sample of a Prometheus metric (the first one, whatever its labels), or NaN. */
+function metricValue(text, name) {
+  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "m").exec(text);
+  return m ? Number(m[1]) : Number.NaN;
+}
+
 /** The sum and count of a Prometheus histogram on a process's /metrics (for deltas around a phase). */
 export async function histogramTotals(httpBase, name, key) {
-  const res = await fetch(`${httpBase}/metrics`, key ? { headers: { authorization: `Bearer ${key}` } } : {});
-  const text = await res.text();
-  const value = (suffix) => {
-    const m = new RegExp(`^${name}_${suffix}(?:\\{[^}]*\\})? (\\S+)$`, "m").exec(text);
-    return m ? Number(m[1]) : Number.NaN;
+  const text = await metricsText(httpBase, key);
+  return { sum: metricValue(text, `${name}_sum`), count: metricValue(text, `${name}_count`) };
+}
+
+/**
+ * The user and system CPU milliseconds a gateway has used so far, as the process itself reads them
+ * with process.cpuUsage() (microsecond resolution; prom-client's process_cpu_* counters on /metrics).
+ */
+export async function gatewayCpuUsageMs(httpBase, key) {
+  const text = await metricsText(httpBase, key);
+  return {
+    user: metricValue(text, "hermes_process_cpu_user_seconds_total") * 1000,
+    system: metricValue(text, "hermes_process_cpu_system_seconds_total") * 1000,
   };
-  return { sum: value("sum"), count: value("count") };
 }

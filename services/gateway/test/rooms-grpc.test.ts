@@ -5,6 +5,7 @@ import { eventually } from "../../../test/support/eventually.js";
 import { unpackEvents } from "../src/app/rooms/wire.js";
 import { verifyChain } from "../src/core/rooms/index.js";
 import { call, TEST_KEY } from "./support/gateway-harness.js";
+import { deleteStoredLog } from "./support/room-log-edits.js";
 import { expectRefusal, MEMBERS, type RoomNode, startRoomNode, stopNodes } from "./support/rooms-fixtures.js";
 
 /**
@@ -155,7 +156,7 @@ describe("RoomService on one gateway", () => {
     const hidden = await a.call(a.client.list, { offset: 0, include_disbanded: false });
     expect(hidden.rooms.map((r) => r.room_id)).not.toContain("r1");
     // The id stays retired even after the row is gone (e.g. a restored backup without the room).
-    a.gw.gateway.db.prepare("DELETE FROM room_events WHERE room_id = 'r1'").run();
+    deleteStoredLog(a.gw.gateway.db, "r1");
     a.gw.gateway.db.prepare("DELETE FROM rooms WHERE room_id = 'r1'").run();
     a.rooms.store.dropCache();
     expect((await expectRefusal(a.call(a.client.create, { room_id: "r1", name: "again", members: MEMBERS }))).reason).toBe("room_retired");

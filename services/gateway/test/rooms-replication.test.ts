@@ -8,6 +8,7 @@ import { eventually } from "../../../test/support/eventually.js";
 import { unpackEvents } from "../src/app/rooms/wire.js";
 import { verifyChain } from "../src/core/rooms/index.js";
 import { TEST_KEY } from "./support/gateway-harness.js";
+import { rewriteStoredEvent } from "./support/room-log-edits.js";
 import { CuttableProxy, expectRefusal, from, MEMBERS, type RoomNode, startRoomNode, stopNodes } from "./support/rooms-fixtures.js";
 
 /**
@@ -372,7 +373,7 @@ describe("replication between gateways", () => {
     await sendMany(a!, "q", 10, "m");
     await b!.replicate({ room_id: "q", from: from(a!) });
     // Tamper with the authority's copy of seq 11 (the event before b's next page).
-    a!.gw.gateway.db.prepare("UPDATE room_events SET hash = 'tampered' WHERE room_id = 'q' AND seq = 11").run();
+    rewriteStoredEvent(a!.gw.gateway.db, "q", 11, (e) => ({ ...e, hash: "tampered" }));
     await sendMany(a!, "q", 5, "n");
     const err = await expectRefusal(b!.replicate({ room_id: "q", from: from(a!) }));
     expect(err.reason).toBe("hash_mismatch");

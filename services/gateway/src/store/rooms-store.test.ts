@@ -3,12 +3,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Db, openDatabase } from "@hermes/common";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { rewriteStoredEvent } from "../../test/support/room-log-edits.js";
 import {
   type AppendRequest,
   buildLogPage,
   buildPackedLogPage,
   canonicalJson,
+  type LogPage,
   newReplicaState,
+  packedBytes,
   planAppendBatch,
   planCreateRoom,
   planLogRead,
@@ -17,7 +20,12 @@ import {
   ROOM_CONTROL_ACTOR,
   type RoomEvent,
   roomInvariantViolations,
+  runOfPackedPage,
+  SEGMENT_SEAL_EVENTS,
   sealEvent,
+  tupleStart,
+  tuplesToEvents,
+  verifyChain,
 } from "../core/rooms/index.js";
 import { purgeProfileState, rekeyProfileState } from "./identity-store.js";
 import { GATEWAY_MIGRATIONS } from "./migrations/index.js";
@@ -103,6 +111,45 @@ function pullAll(source: RoomsStore, replica: RoomsStore, roomId: string, limit 
   }
 }
 
+/** Pulls like the replicator over gRPC: packed pages, decoded from their bytes, the bytes kept with the page. */
+function pullPacked(source: RoomsStore, replica: RoomsStore, roomId: string, limit = 5000, edit = (bytes: Buffer) => bytes): void {
+  let from: number | undefined;
+  for (let guard = 0; guard < 100; guard++) {
+    const state = source.state(roomId)!;
+    const since = from ?? replica.state(roomId)?.last_seq ?? 0;
+    from = undefined;
+    const read = planLogRead(state, { since_seq: since, limit }, { maxLimit: 5000 });
+    if (!read.ok && read.refusal.reason === "cursor_conflict") {
+      from = read.refusal.data.latest_seq as number; // the source ends before us: decide on its last page
+      continue;
+    }
+    if (!read.ok) throw new Error(read.refusal.message);
+    const packed = buildPackedLogPage(
+      state,
+      read.value,
+      since > 0 ? source.eventAt(roomId, since) : null,
+      source.packedEvents(roomId, since, limit),
+    );
+    const bytes = edit(packedBytes(packed.packed));
+    const events = tuplesToEvents(roomId, JSON.parse(bytes.toString("utf8")));
+    const page: LogPage = { ...packed, events, tuples: events.length > 0 ? runOfPackedPage(bytes, events) : undefined };
+    const local = replica.state(roomId) ?? newReplicaState(roomId, replica.selfGatewayId, state.self_gateway_id);
+    const decision = planReplication(local, page, replica.lookup(roomId), NOW);
+    if (decision.kind === "quarantined" || decision.kind === "refused") throw new Error(decision.refusal.message);
+    replica.applyReplication(roomId, decision, { page });
+    if (decision.kind === "refetch") from = decision.since_seq;
+    else if (!page.has_more) return;
+  }
+}
+
+function segmentRows(store: RoomsStore, roomId: string) {
+  return store.db
+    .prepare(
+      "SELECT first_seq, last_seq, length(body) AS bytes, body FROM room_log_segments JOIN room_logs USING (log_id) WHERE room_id = ? ORDER BY first_seq",
+    )
+    .all(roomId) as { first_seq: number; last_seq: number; bytes: number; body: Buffer }[];
+}
+
 /** room.created as gateways before member hosts wrote it: the creator's own profiles listed without a gateway. */
 function legacyCreated(roomId: string): RoomEvent {
   return sealEvent(
@@ -163,9 +210,7 @@ describe("RoomsStore", () => {
     const replica = open("replica", "gw-b");
     create(old);
     const legacy = legacyCreated("r");
-    old.db
-      .prepare("UPDATE room_events SET payload_json = ?, hash = ? WHERE room_id = 'r' AND seq = 1")
-      .run(legacy.payload_json, legacy.hash);
+    rewriteStoredEvent(old.db, "r", 1, () => legacy);
     old.db.prepare("UPDATE rooms SET last_hash = ? WHERE room_id = 'r'").run(legacy.hash);
     old.dropCache();
     pullAll(old, replica, "r");
@@ -219,7 +264,8 @@ describe("RoomsStore", () => {
     const before = reread(store, "r");
     const plan = planAppendBatch(before.state, [{ request: send("m3"), stored: null }], NOW);
     // Forge a second room's plan that collides with an existing event id: the whole commit must fail.
-    const forged = { ...plan, appended: [...plan.appended, { ...plan.appended[0]!, seq: 99, event_id: "m1" }] };
+    const m3 = plan.appended[0]!;
+    const forged = { ...plan, appended: [...plan.appended, { ...m3, seq: m3.seq + 1, event_id: "m1" }] };
     expect(() => store.commitAppends([{ roomId: "r", plan: forged }])).toThrow(/UNIQUE/);
     const after = reread(store, "r");
     expect(after.state).toEqual(before.state);
@@ -268,15 +314,15 @@ describe("RoomsStore", () => {
       "r",
       texts.map((text, i) => send(`m${i}`, text)),
     );
-    const rows = store.packedEvents("r", 0, 100);
     const events = store.events("r", 0, 100);
-    expect(rows).toHaveLength(events.length);
-    for (const [i, [seq, jsonBytes, json]] of rows.entries()) {
+    const runs = store.packedEvents("r", 0, 100);
+    const tuples = runs.flatMap((run) =>
+      Array.from(run.ends, (_, i) => Buffer.from(run.body).toString("utf8", tupleStart(run, i), run.ends[i])),
+    );
+    expect(tuples).toHaveLength(events.length);
+    for (const [i, json] of tuples.entries()) {
       const e = events[i]!;
-      const tuple = [e.seq, e.event_id, e.kind, e.actor_json, e.epoch, e.payload_json, e.created_at, e.hash];
-      expect(seq).toBe(e.seq);
-      expect(json).toBe(JSON.stringify(tuple));
-      expect(jsonBytes).toBe(Buffer.byteLength(json, "utf8"));
+      expect(json).toBe(JSON.stringify([e.seq, e.event_id, e.kind, e.actor_json, e.epoch, e.payload_json, e.created_at, e.hash]));
     }
     // The byte budget cuts a packed page exactly where it cuts the LogPage of the same events.
     const state = store.state("r")!;
@@ -286,7 +332,7 @@ describe("RoomsStore", () => {
       const prev = store.eventAt("r", 1);
       const plain = buildLogPage(state, read.value, prev, store.events("r", 1, 5000));
       const packed = buildPackedLogPage(state, read.value, prev, store.packedEvents("r", 1, 5000));
-      expect(packed.packed.map((row) => row[0])).toEqual(plain.events.map((e) => e.seq));
+      expect(packed.packed.flatMap((run) => Array.from(run.ends, (_, i) => run.first_seq + i))).toEqual(plain.events.map((e) => e.seq));
       expect(packed.cursor).toBe(plain.cursor);
     }
   });
@@ -328,5 +374,98 @@ describe("RoomsStore", () => {
     ]);
     expect(store.isRetired("r")).toBe(true);
     expect(reread(store, "r").meta.disbanded_at).toBe(NOW);
+  });
+  it("keeps the log in segments: one-event commits are fragments until they add up to a sealed segment", () => {
+    const store = open("a", "gw-a");
+    create(store);
+    const n = SEGMENT_SEAL_EVENTS + 40;
+    for (let i = 0; i < n; i++) append(store, "r", [send(`m${i}`, `text ${i}`)]);
+    const rows = segmentRows(store, "r");
+    // The first SEGMENT_SEAL_EVENTS events were merged into one segment; the rest are fragments again.
+    expect(rows.length).toBeLessThan(60);
+    expect(rows[0]).toMatchObject({ first_seq: 1, last_seq: SEGMENT_SEAL_EVENTS });
+    expect(rows.at(-1)!.last_seq).toBe(n + 1);
+    for (let i = 1; i < rows.length; i++) expect(rows[i]!.first_seq).toBe(rows[i - 1]!.last_seq + 1);
+    const room = reread(store, "r");
+    expect(room.state.last_seq).toBe(n + 1);
+    const events = store.events("r", 0, 1e9);
+    expect(events.map((e) => e.seq)).toEqual(Array.from({ length: n + 1 }, (_, i) => i + 1));
+    expect(verifyChain(events, 0, "").ok).toBe(true);
+    // Every event is found by seq across segment boundaries and by id after the merge, also with a cold store.
+    expect(store.events("r", SEGMENT_SEAL_EVENTS - 2, 5).map((e) => e.seq)).toEqual(
+      [511, 512, 513, 514, 515].map((x) => x - 512 + SEGMENT_SEAL_EVENTS),
+    );
+    for (const i of [0, 1, SEGMENT_SEAL_EVENTS - 2, SEGMENT_SEAL_EVENTS, n - 1]) expect(store.eventById("r", `m${i}`)?.seq).toBe(i + 2);
+    expect(store.eventsByIds("r", ["m0", "nope", `m${n - 1}`])).toEqual(
+      new Map([
+        ["m0", events[1]],
+        [`m${n - 1}`, events[n]],
+      ]),
+    );
+    // A retry after the merge is idempotent (found by id), and the log continues densely.
+    const retry = append(store, "r", [send("m3", "text 3"), send("fresh")]);
+    expect(retry.outcomes.map((o) => o.kind)).toEqual(["idempotent", "appended"]);
+    expect(store.eventAt("r", n + 2)?.event_id).toBe("fresh");
+  });
+
+  it("stores a replica page as the bytes it received, and serves them again as they are", () => {
+    const a = open("a", "gw-a");
+    const b = open("b", "gw-b");
+    const c = open("c", "gw-c");
+    create(a);
+    append(
+      a,
+      "r",
+      Array.from({ length: 900 }, (_, i) => send(`m${i}`, `ü "${i}" \\`)),
+    );
+    // The same JSON written another way (an escaped letter): valid, and what b must keep byte for byte.
+    const escaped = (bytes: Buffer) => Buffer.from(bytes.toString("utf8").replaceAll('"m1"', '"\\u006d1"'));
+    pullPacked(a, b, "r", 5000, escaped);
+    expect(reread(b, "r").state).toMatchObject({ last_seq: 901, last_hash: a.state("r")!.last_hash });
+    expect(b.events("r", 0, 1e9)).toEqual(a.events("r", 0, 1e9));
+    const stored = Buffer.concat(segmentRows(b, "r").map((row, i) => (i === 0 ? row.body : Buffer.concat([Buffer.from(","), row.body]))));
+    expect(stored.toString("utf8")).toContain('"\\u006d1"');
+    expect(b.eventById("r", "m1")?.seq).toBe(3);
+    // b serves what it holds; c gets the same log.
+    pullPacked(b, c, "r", 300);
+    expect(c.events("r", 0, 1e9)).toEqual(a.events("r", 0, 1e9));
+  });
+
+  it("cuts the log back inside a segment when a branch moves away, and forgets the moved ids", () => {
+    const a = open("a", "gw-a");
+    const b = open("b", "gw-b");
+    create(a);
+    append(
+      a,
+      "r",
+      Array.from({ length: 10 }, (_, i) => send(`shared-${i}`)),
+    );
+    pullAll(a, b, "r");
+    const promote = planPromote(b.state("r")!, { confirm: true, max_durable_epoch: b.maxDurableEpoch(), stored: b.storedKinds("r") }, NOW);
+    if (!promote.ok) throw new Error("promote refused");
+    b.syncBarrier();
+    b.commitPromote("r", promote);
+    append(b, "r", [send("won-1"), send("won-2")]);
+    // a keeps writing on its own: 600 events merge its fragments (seqs 1..11) into segments with them.
+    append(
+      a,
+      "r",
+      Array.from({ length: 600 }, (_, i) => send(`lost-${i}`)),
+    );
+    expect(segmentRows(a, "r")[0]).toMatchObject({ first_seq: 1 });
+    expect(segmentRows(a, "r")[0]!.last_seq).toBeGreaterThan(11);
+    const demoted = a.state("r")!;
+    a.saveState("r", { ...demoted, role: "replica", authority: { gateway_id: "gw-b", epoch: 2 }, latest_seq: 0, max_epoch_seen: 2 });
+    pullPacked(b, a, "r");
+    const room = reread(a, "r");
+    expect(room.state).toMatchObject({ last_seq: 14, safety_status: "diverged", last_hash: b.state("r")!.last_hash });
+    expect(a.events("r", 0, 1e9)).toEqual(b.events("r", 0, 1e9));
+    const [branch] = a.divergences("r", true);
+    expect(branch!.record).toMatchObject({ from_seq: 12, count: 600 });
+    expect(branch!.events.map((e) => e.event_id)).toEqual(Array.from({ length: 600 }, (_, i) => `lost-${i}`));
+    expect(a.eventById("r", "lost-0")).toBeNull();
+    expect(a.eventById("r", "won-2")?.seq).toBe(14);
+    expect(a.eventById("r", "shared-9")?.seq).toBe(11);
+    expect(a.maxDurableEpoch()).toBe(2);
   });
 });

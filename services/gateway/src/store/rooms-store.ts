@@ -3,30 +3,43 @@ import type Database from "better-sqlite3";
 import {
   type AppendBatchPlan,
   type CreateRoomPlan,
+  concatRuns,
+  cutSegments,
   type DemotePlan,
   type DemotionRecord,
   type DivergenceRecord,
+  decodeRun,
   type EventIdLookup,
-  type EventKind,
+  encodeTuples,
+  endsFromBytes,
+  endsToBytes,
   entryAt,
+  isFragment,
   type LineageEntry,
-  type LocalEntry,
   type LocalLogLookup,
+  type LogPage,
   type Member,
-  type PackedEventJson,
   type PromotePlan,
   type QuorumPolicy,
   type ReplicationDecision,
   type RoomEvent,
   type RoomState,
   type SafetyStatus,
+  SEGMENT_SEAL_EVENTS,
+  sliceRun,
+  type TupleRun,
   withHosts,
 } from "../core/rooms/index.js";
 
 /**
- * SQLite store of replicated rooms (migrations 002 and 005). The pure core plans every decision; this
- * file applies each plan in ONE IMMEDIATE transaction and keeps a cache of room states that is only
- * updated after a commit, so a plan is always made against what is durable.
+ * SQLite store of replicated rooms (migrations 002, 005, 006 and 009). The pure core plans every decision;
+ * this file applies each plan in ONE IMMEDIATE transaction and keeps a cache of room states that is
+ * only updated after a commit, so a plan is always made against what is durable.
+ *
+ * A room's log is stored in segments (room_log_segments, encoding in core/rooms/log-segment.ts):
+ * the events a commit appends become one or a few rows, never one row per event; reads by seq
+ * decode the segments that hold them, and a replication page is made of their bytes as they are.
+ * `room_event_ids` maps event_id → seq for idempotency, `room_meta_events` lists the room.* events.
  *
  * better-sqlite3 is synchronous: planning with the cached state and committing happen in one run of
  * the event loop, so no other write can slip in between (single writer per gateway).
@@ -102,9 +115,25 @@ interface DivergenceRow {
 }
 
 const EVENT_COLUMNS = "room_id, seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash";
-const META_KINDS = "('room.created', 'room.renamed', 'room.members_changed', 'room.disbanded')";
-/** Rows per multi-row INSERT: fewer statement runs per page (9 columns × 100 = 900 parameters). */
-const INSERT_CHUNK = 100;
+
+/** A log as the store writes it: its id, where it ends, and the fragments (small segments) at its end. */
+interface LogTail {
+  logId: number;
+  lastSeq: number;
+  fragments: { first_seq: number; count: number; bytes: number }[];
+}
+
+/** A segment row as read: `[first_seq, ends, body]`. */
+type SegmentRow = [first_seq: number, ends: Buffer, body: Buffer];
+
+function segmentRun(row: SegmentRow): TupleRun {
+  return { first_seq: row[0], body: row[2], ends: endsFromBytes(row[1]) };
+}
+
+/** A byte array as better-sqlite3 binds a BLOB (a Buffer over the same memory). */
+function blob(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
 
 function parseJson<T>(text: string | null, fallback: T): T {
   if (text === null) return fallback;
@@ -117,19 +146,23 @@ function parseJson<T>(text: string | null, fallback: T): T {
 
 export class RoomsStore {
   private readonly cache = new Map<string, StoredRoom>();
+  /** Logs this gateway has opened (written or read), by room. */
+  private readonly logs = new Map<string, LogTail>();
   private readonly stmt: {
     room: Database.Statement;
     lineage: Database.Statement;
     retired: Database.Statement;
-    eventById: Database.Statement;
-    kindById: Database.Statement;
-    eventsByIds: Database.Statement;
-    eventAt: Database.Statement;
-    entryAt: Database.Statement;
-    events: Database.Statement;
-    packedRows: Database.Statement;
-    insertEvent: Database.Statement;
-    insertEventChunk: Database.Statement;
+    logId: Database.Statement;
+    addLog: Database.Statement;
+    tailSegments: Database.Statement;
+    segments: Database.Statement;
+    insertSegment: Database.Statement;
+    deleteSegmentsFrom: Database.Statement;
+    seqById: Database.Statement;
+    seqsByIds: Database.Statement;
+    insertIds: Database.Statement;
+    deleteId: Database.Statement;
+    insertMeta: Database.Statement;
     upsertRoom: Database.Statement;
     updateMeta: Database.Statement;
     deleteLineage: Database.Statement;
@@ -141,6 +174,8 @@ export class RoomsStore {
     setReplication: Database.Statement;
     insertDemotion: Database.Statement;
     lastDemotion: Database.Statement;
+    normalSync: Database.Statement;
+    fullSync: Database.Statement;
   };
 
   constructor(
@@ -149,31 +184,36 @@ export class RoomsStore {
     /** ISO time for updated_at and retirement records. */
     private readonly now: () => string,
   ) {
-    const chunkValues = Array.from({ length: INSERT_CHUNK }, () => "(?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ");
     this.stmt = {
       room: db.prepare("SELECT * FROM rooms WHERE room_id = ?"),
       lineage: db.prepare("SELECT epoch, gateway_id, start_seq FROM room_lineage WHERE room_id = ? ORDER BY epoch"),
       retired: db.prepare("SELECT 1 FROM room_retired_ids WHERE room_id = ?"),
-      eventById: db.prepare(`SELECT ${EVENT_COLUMNS} FROM room_events WHERE room_id = ? AND event_id = ?`),
-      kindById: db.prepare("SELECT kind FROM room_events WHERE room_id = ? AND event_id = ?").pluck(),
-      eventsByIds: db.prepare(
-        `SELECT ${EVENT_COLUMNS} FROM room_events WHERE room_id = ? AND event_id IN (SELECT value FROM json_each(?))`,
-      ),
-      eventAt: db.prepare(`SELECT ${EVENT_COLUMNS} FROM room_events WHERE room_id = ? AND seq = ?`),
-      entryAt: db.prepare("SELECT event_id, epoch, hash, kind FROM room_events WHERE room_id = ? AND seq = ?"),
-      events: db.prepare(`SELECT ${EVENT_COLUMNS} FROM room_events WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?`),
-      // SQLite writes each tuple's JSON in C (json_array quotes TEXT exactly as JSON.stringify
-      // does) and measures it: per event one string crosses into JS instead of eight values that
-      // JS would then stringify and measure again (rooms-store.test.ts checks the bytes).
-      packedRows: db
+      logId: db.prepare("SELECT log_id FROM room_logs WHERE room_id = ?").pluck(),
+      addLog: db.prepare("INSERT INTO room_logs (room_id) VALUES (?)"),
+      tailSegments: db
+        .prepare("SELECT first_seq, last_seq, length(body) FROM room_log_segments WHERE log_id = ? ORDER BY first_seq DESC LIMIT ?")
+        .raw(true),
+      // The segment holding seq @from and those after it up to seq @to (segments are contiguous).
+      segments: db
         .prepare(
-          `SELECT seq, octet_length(json) AS json_bytes, json FROM (
-             SELECT seq, json_array(seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash) AS json
-             FROM room_events WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?)`,
+          `SELECT first_seq, ends, body FROM room_log_segments
+           WHERE log_id = @log AND first_seq <= @to AND first_seq >= COALESCE(
+             (SELECT first_seq FROM room_log_segments WHERE log_id = @log AND first_seq <= @from ORDER BY first_seq DESC LIMIT 1), @from)
+           ORDER BY first_seq`,
         )
         .raw(true),
-      insertEvent: db.prepare(`INSERT INTO room_events (${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-      insertEventChunk: db.prepare(`INSERT INTO room_events (${EVENT_COLUMNS}) VALUES ${chunkValues}`),
+      insertSegment: db.prepare(
+        "INSERT INTO room_log_segments (log_id, first_seq, last_seq, last_epoch, ends, body) VALUES (?, ?, ?, ?, ?, ?)",
+      ),
+      deleteSegmentsFrom: db.prepare("DELETE FROM room_log_segments WHERE log_id = ? AND first_seq >= ?"),
+      seqById: db.prepare("SELECT seq FROM room_event_ids WHERE log_id = ? AND event_id = ?").pluck(),
+      seqsByIds: db
+        .prepare("SELECT seq FROM room_event_ids WHERE log_id = ? AND event_id IN (SELECT value FROM json_each(?)) ORDER BY seq")
+        .pluck(),
+      // The event ids of a commit in one statement: a JSON array of ids, the i-th at seq first + i.
+      insertIds: db.prepare("INSERT INTO room_event_ids (log_id, event_id, seq) SELECT ?, value, ? + key FROM json_each(?)"),
+      deleteId: db.prepare("DELETE FROM room_event_ids WHERE log_id = ? AND event_id = ?"),
+      insertMeta: db.prepare("INSERT INTO room_meta_events (log_id, seq) VALUES (?, ?)"),
       upsertRoom: db.prepare(`
         INSERT INTO rooms (room_id, name, members_json, authority_gateway_id, authority_epoch, next_seq, revision, created_at,
           updated_at, disbanded_at, fenced_by_epoch, fenced_by_gateway_id, max_epoch_seen, last_hash, replica_last_seq,
@@ -202,6 +242,8 @@ export class RoomsStore {
         INSERT OR REPLACE INTO room_demotions (room_id, demoted_at, previous_gateway_id, previous_epoch, authority_gateway_id, authority_epoch, last_seq)
         VALUES (@room_id, @demoted_at, @previous_gateway_id, @previous_epoch, @authority_gateway_id, @authority_epoch, @last_seq)`),
       lastDemotion: db.prepare("SELECT * FROM room_demotions WHERE room_id = ? ORDER BY authority_epoch DESC LIMIT 1"),
+      normalSync: db.prepare("PRAGMA synchronous = NORMAL"),
+      fullSync: db.prepare("PRAGMA synchronous = FULL"),
     };
   }
 
@@ -229,12 +271,15 @@ export class RoomsStore {
   }
 
   eventById(roomId: string, eventId: string): RoomEvent | null {
-    return (this.stmt.eventById.get(roomId, eventId) as RoomEvent | undefined) ?? null;
+    const log = this.log(roomId);
+    if (log === undefined) return null;
+    const seq = this.stmt.seqById.get(log.logId, eventId) as number | undefined;
+    return seq === undefined ? null : this.indexedEvent(roomId, seq, eventId);
   }
 
   /** Synchronous event_id → kind of a room's stored events (where a server event needs a fresh id). */
   storedKinds(roomId: string): EventIdLookup {
-    return (eventId) => (this.stmt.kindById.get(roomId, eventId) as EventKind | undefined) ?? undefined;
+    return (eventId) => this.eventById(roomId, eventId)?.kind;
   }
 
   /** The audit record of this gateway's latest demotion for the room, or null. */
@@ -248,35 +293,58 @@ export class RoomsStore {
    */
   eventsByIds(roomId: string, eventIds: readonly string[]): Map<string, RoomEvent> {
     const found = new Map<string, RoomEvent>();
-    if (eventIds.length === 1) {
-      const one = this.eventById(roomId, eventIds[0]!);
-      if (one) found.set(one.event_id, one);
-      return found;
+    const log = this.log(roomId);
+    if (log === undefined) return found;
+    const wanted = new Set(eventIds);
+    const seqs =
+      eventIds.length === 1
+        ? [this.stmt.seqById.get(log.logId, eventIds[0]) as number | undefined].filter((seq) => seq !== undefined)
+        : (this.stmt.seqsByIds.all(log.logId, JSON.stringify(eventIds)) as number[]);
+    for (const seq of seqs) {
+      const event = this.eventAt(roomId, seq);
+      if (event === null || !wanted.has(event.event_id)) throw this.indexMismatch(roomId, seq);
+      found.set(event.event_id, event);
     }
-    for (const event of this.stmt.eventsByIds.all(roomId, JSON.stringify(eventIds)) as RoomEvent[]) found.set(event.event_id, event);
     return found;
   }
 
   eventAt(roomId: string, seq: number): RoomEvent | null {
-    return (this.stmt.eventAt.get(roomId, seq) as RoomEvent | undefined) ?? null;
+    return this.events(roomId, seq - 1, 1)[0] ?? null;
   }
 
   /** Up to `limit` events after `afterSeq`, in seq order. */
   events(roomId: string, afterSeq: number, limit: number): RoomEvent[] {
-    return this.stmt.events.all(roomId, afterSeq, limit) as RoomEvent[];
+    const events: RoomEvent[] = [];
+    const from = afterSeq + 1;
+    const to = afterSeq + limit;
+    for (const run of this.packedEvents(roomId, afterSeq, limit)) {
+      const decoded = decodeRun(roomId, run, Math.max(0, from - run.first_seq), Math.min(run.ends.length, to - run.first_seq + 1));
+      for (const event of decoded) events.push(event);
+    }
+    return events;
   }
 
   /**
-   * The same events for a replication page: per event its seq and its PackedEvent tuple as JSON
-   * text with the text's UTF-8 size (no row objects, no per-field values).
+   * The same events for a replication page, as the segments hold them (nothing decoded): the
+   * segment holding `afterSeq + 1` and those after it up to `afterSeq + limit`.
    */
-  packedEvents(roomId: string, afterSeq: number, limit: number): PackedEventJson[] {
-    return this.stmt.packedRows.all(roomId, afterSeq, limit) as PackedEventJson[];
+  packedEvents(roomId: string, afterSeq: number, limit: number): TupleRun[] {
+    const log = this.log(roomId);
+    if (log === undefined || limit < 1) return [];
+    return (this.stmt.segments.all({ log: log.logId, from: afterSeq + 1, to: afterSeq + limit }) as SegmentRow[]).map(segmentRun);
   }
 
-  /** Synchronous seq → stored entry, for planReplication. */
+  /** Synchronous seq → stored entry, for planReplication (the last segment read is kept for the next seq). */
   lookup(roomId: string): LocalLogLookup {
-    return (seq) => (this.stmt.entryAt.get(roomId, seq) as LocalEntry | undefined) ?? undefined;
+    let run: TupleRun | undefined;
+    return (seq) => {
+      if (run === undefined || seq < run.first_seq || seq >= run.first_seq + run.ends.length) {
+        run = this.packedEvents(roomId, seq - 1, 1).find((r) => seq >= r.first_seq && seq < r.first_seq + r.ends.length);
+        if (run === undefined) return undefined;
+      }
+      const [event] = decodeRun(roomId, run, seq - run.first_seq, seq - run.first_seq + 1);
+      return event && { event_id: event.event_id, epoch: event.epoch, hash: event.hash, kind: event.kind };
+    };
   }
 
   /** Room ids, most recently updated first. */
@@ -317,7 +385,8 @@ export class RoomsStore {
   /**
    * The highest epoch in ANY durable state of this gateway (cf. ZOOKEEPER-582): every room row
    * (own, seen, fence), the lineage tables, the preserved branches, the tip of every log and the
-   * counter promote writes. A promote claims one above it.
+   * counter promote writes (the logs: the epoch of every segment's last event, epochs never decrease
+   * along a log). A promote claims one above it.
    */
   maxDurableEpoch(): number {
     const row = this.db
@@ -326,7 +395,7 @@ export class RoomsStore {
            COALESCE((SELECT MAX(MAX(authority_epoch, max_epoch_seen, COALESCE(fenced_by_epoch, 0))) FROM rooms), 0),
            COALESCE((SELECT MAX(epoch) FROM room_lineage), 0),
            COALESCE((SELECT MAX(MAX(branch_epoch, winning_epoch)) FROM room_divergences), 0),
-           COALESCE((SELECT MAX(e.epoch) FROM rooms r JOIN room_events e ON e.room_id = r.room_id AND e.seq = r.next_seq - 1), 0),
+           COALESCE((SELECT MAX(last_epoch) FROM room_log_segments), 0),
            COALESCE((SELECT CAST(value AS INTEGER) FROM gateway_meta WHERE key = 'rooms_max_epoch'), 0)
          ) AS epoch`,
       )
@@ -379,7 +448,7 @@ export class RoomsStore {
       }
       this.stmt.upsertRoom.run(this.rowParams(stored));
       this.writeLineage(plan.state.room_id, plan.state.lineage);
-      this.insertEvents([plan.event]);
+      this.appendToLog(plan.state.room_id, [plan.event]);
       this.writeMembers(plan.state.room_id, meta.members);
       if (replication) this.stmt.setReplication.run(JSON.stringify(replication), plan.state.room_id);
     });
@@ -400,7 +469,7 @@ export class RoomsStore {
       () => {
         for (const { roomId, plan } of changing) {
           const current = this.mustRoom(roomId);
-          this.insertEvents(plan.appended);
+          this.appendToLog(roomId, plan.appended);
           const meta = this.metaAfter(current, plan.appended, plan.state.lineage);
           const stored: StoredRoom = { ...current, state: plan.state, meta };
           this.saveRow(stored, current);
@@ -416,9 +485,11 @@ export class RoomsStore {
    * fsynced when this returns: a quorum replica acknowledges what it applied). `apply`/`noop`/
    * `quarantined` save the state (and insert events); `diverged` first moves the local branch to
    * room_divergent_events with its record; `refused` saves only a fence; `refetch` writes nothing.
-   * Returns the id of a divergence record, if one was written.
+   * Returns the id of a divergence record, if one was written. `page` is the page the decision was
+   * made on: when it kept the bytes its events came from (a packed page), those are stored.
    */
-  applyReplication(roomId: string, decision: ReplicationDecision, options: { durable?: boolean } = {}): number | null {
+  applyReplication(roomId: string, decision: ReplicationDecision, options: { durable?: boolean; page?: LogPage } = {}): number | null {
+    const { page } = options;
     if (decision.kind === "refetch") return null;
     if (decision.kind === "refused" && decision.fence === null) return null;
     const current = this.room(roomId);
@@ -430,7 +501,7 @@ export class RoomsStore {
         const base: StoredRoom = current ?? this.newReplicaRoom(decision.state);
         switch (decision.kind) {
           case "apply": {
-            this.insertEvents(decision.events);
+            this.appendToLog(roomId, decision.events, receivedRun(decision.events, page));
             stored = { ...base, state: decision.state, meta: this.metaAfter(base, decision.events, decision.state.lineage) };
             break;
           }
@@ -441,7 +512,7 @@ export class RoomsStore {
             break;
           case "diverged": {
             divergenceId = this.moveBranch(roomId, decision.divergence, decision.moved);
-            this.insertEvents(decision.events);
+            this.appendToLog(roomId, decision.events, receivedRun(decision.events, page));
             stored = { ...base, state: decision.state, meta: this.recomputeMeta(roomId, base.meta, decision.state.lineage) };
             break;
           }
@@ -472,7 +543,7 @@ export class RoomsStore {
           "INSERT INTO gateway_meta (key, value) VALUES ('rooms_max_epoch', ?) ON CONFLICT(key) DO UPDATE SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
         )
         .run(String(plan.epoch));
-      this.insertEvents([plan.claim]);
+      this.appendToLog(roomId, [plan.claim]);
       this.saveRow(stored, current);
       this.stmt.setSource.run(null, roomId);
       if (replication) this.stmt.setReplication.run(JSON.stringify(replication), roomId);
@@ -533,6 +604,7 @@ export class RoomsStore {
   /** Forgets cached states (tests that edit the database behind the store's back). */
   dropCache(): void {
     this.cache.clear();
+    this.logs.clear();
   }
 
   // ------------------------------------------------------------------------------------------
@@ -552,7 +624,10 @@ export class RoomsStore {
     try {
       this.db.transaction(fn).immediate();
     } catch (err) {
-      for (const id of roomIds) this.cache.delete(id);
+      for (const id of roomIds) {
+        this.cache.delete(id);
+        this.logs.delete(id);
+      }
       if (err instanceof HermesError) throw err;
       const code = (err as { code?: unknown }).code;
       // A constraint is a bug in a plan, not the disk: keep SQLite's message for the log.
@@ -563,11 +638,11 @@ export class RoomsStore {
 
   /** Runs `fn` (a replica page) at synchronous=NORMAL: no fsync at its commit; back to FULL after. */
   private withNormalSync(fn: () => void): void {
-    this.db.pragma("synchronous = NORMAL");
+    this.stmt.normalSync.run();
     try {
       fn();
     } finally {
-      this.db.pragma("synchronous = FULL");
+      this.stmt.fullSync.run();
     }
   }
 
@@ -671,32 +746,79 @@ export class RoomsStore {
     }
   }
 
-  private insertEvents(events: readonly RoomEvent[]): void {
-    let i = 0;
-    if (events.length >= INSERT_CHUNK) {
-      const params: unknown[] = new Array(INSERT_CHUNK * 9);
-      for (; i + INSERT_CHUNK <= events.length; i += INSERT_CHUNK) {
-        for (let j = 0; j < INSERT_CHUNK; j++) {
-          const e = events[i + j]!;
-          const k = j * 9;
-          params[k] = e.room_id;
-          params[k + 1] = e.seq;
-          params[k + 2] = e.event_id;
-          params[k + 3] = e.kind;
-          params[k + 4] = e.actor_json;
-          params[k + 5] = e.epoch;
-          params[k + 6] = e.payload_json;
-          params[k + 7] = e.created_at;
-          params[k + 8] = e.hash;
-        }
-        this.stmt.insertEventChunk.run(params);
-      }
+  /** The room's log (its id, end and trailing fragments, read once), or undefined when it has none. */
+  private log(roomId: string): LogTail | undefined {
+    const known = this.logs.get(roomId);
+    if (known !== undefined) return known;
+    const logId = this.stmt.logId.get(roomId) as number | undefined;
+    if (logId === undefined) return undefined;
+    const rows = this.stmt.tailSegments.all(logId, SEGMENT_SEAL_EVENTS + 1) as [number, number, number][];
+    const fragments: LogTail["fragments"] = [];
+    let count = 0;
+    let bytes = 0;
+    for (const [first, last, size] of rows) {
+      count += last - first + 1;
+      bytes += size;
+      if (!isFragment(count, bytes)) break;
+      fragments.unshift({ first_seq: first, count: last - first + 1, bytes: size });
     }
-    for (; i < events.length; i++) {
-      const e = events[i]!;
-      this.stmt.insertEvent.run(e.room_id, e.seq, e.event_id, e.kind, e.actor_json, e.epoch, e.payload_json, e.created_at, e.hash);
+    const tail: LogTail = { logId, lastSeq: rows[0]?.[1] ?? 0, fragments };
+    this.logs.set(roomId, tail);
+    return tail;
+  }
+
+  /**
+   * Appends events to the room's log (inside a write transaction): as one or a few segments, the
+   * fragments at the end of the log merged in once they add up to a sealed segment; then their ids
+   * and the seqs of room.* events. `run` is their encoding when it is at hand (a replica page's
+   * bytes), else they are encoded here. The events must continue the log: seqs stay dense.
+   */
+  private appendToLog(roomId: string, events: readonly RoomEvent[], run: TupleRun = encodeTuples(events)): void {
+    if (events.length === 0) return;
+    let log = this.log(roomId);
+    if (log === undefined) {
+      log = { logId: Number(this.stmt.addLog.run(roomId).lastInsertRowid), lastSeq: 0, fragments: [] };
+      this.logs.set(roomId, log);
     }
-    for (const e of events) if (e.kind === "room.disbanded") this.stmt.retire.run(e.room_id, this.now());
+    const first = events[0]!.seq;
+    if (first !== log.lastSeq + 1 || run.first_seq !== first || run.ends.length !== events.length) {
+      throw new HermesError("internal", `room ${roomId}: events from seq ${first} do not continue the log at seq ${log.lastSeq}`);
+    }
+    let pending = run;
+    const tailCount = log.fragments.reduce((n, f) => n + f.count, 0);
+    const tailBytes = log.fragments.reduce((n, f) => n + f.bytes, 0);
+    const mergeFrom = log.fragments[0]?.first_seq;
+    if (mergeFrom !== undefined && !isFragment(tailCount + events.length, tailBytes + run.body.length)) {
+      const fragments = this.packedEvents(roomId, mergeFrom - 1, log.lastSeq - mergeFrom + 1);
+      pending = concatRuns([...fragments, run]);
+      this.stmt.deleteSegmentsFrom.run(log.logId, mergeFrom);
+      log.fragments = [];
+    }
+    for (const segment of cutSegments(pending)) {
+      const count = segment.ends.length;
+      const lastSeq = segment.first_seq + count - 1;
+      const lastEpoch = lastSeq >= first ? events[lastSeq - first]!.epoch : decodeRun(roomId, segment, count - 1, count)[0]!.epoch;
+      this.stmt.insertSegment.run(log.logId, segment.first_seq, lastSeq, lastEpoch, endsToBytes(segment.ends), blob(segment.body));
+      if (isFragment(count, segment.body.length)) log.fragments.push({ first_seq: segment.first_seq, count, bytes: segment.body.length });
+    }
+    log.lastSeq = first + events.length - 1;
+    this.stmt.insertIds.run(log.logId, first, JSON.stringify(events.map((e) => e.event_id)));
+    for (const e of events) {
+      if (!e.kind.startsWith("room.")) continue;
+      this.stmt.insertMeta.run(log.logId, e.seq);
+      if (e.kind === "room.disbanded") this.stmt.retire.run(e.room_id, this.now());
+    }
+  }
+
+  /** The event at `seq` that the id index points `eventId` to. */
+  private indexedEvent(roomId: string, seq: number, eventId: string): RoomEvent {
+    const event = this.eventAt(roomId, seq);
+    if (event === null || event.event_id !== eventId) throw this.indexMismatch(roomId, seq);
+    return event;
+  }
+
+  private indexMismatch(roomId: string, seq: number): HermesError {
+    return new HermesError("database_corrupt", `room ${roomId}: the event id index points at seq ${seq}, which does not hold that event`);
   }
 
   /**
@@ -714,16 +836,34 @@ export class RoomsStore {
 
   /** Meta from the log as it now stands (after a branch moved away, a rename may have gone with it). */
   private recomputeMeta(roomId: string, before: RoomMeta, lineage: readonly LineageEntry[]): RoomMeta {
-    const rows = this.db
-      .prepare(`SELECT ${EVENT_COLUMNS} FROM room_events WHERE room_id = ? AND kind IN ${META_KINDS} ORDER BY seq`)
-      .all(roomId) as RoomEvent[];
+    const log = this.log(roomId);
+    const seqs =
+      log === undefined
+        ? []
+        : (this.db.prepare("SELECT seq FROM room_meta_events WHERE log_id = ? ORDER BY seq").pluck().all(log.logId) as number[]);
     let meta: RoomMeta = { ...before, name: "", members: [], revision: 0, disbanded_at: null, updated_at: this.now() };
-    for (const event of rows) meta = applyMetaEvent(meta, event, lineage);
+    for (const seq of seqs) {
+      const event = this.eventAt(roomId, seq);
+      if (event === null) throw new HermesError("database_corrupt", `room ${roomId}: no event at seq ${seq}, listed as a room.* event`);
+      meta = applyMetaEvent(meta, event, lineage);
+    }
     return meta;
   }
 
-  /** Moves local seqs from..to to room_divergent_events under a new divergence record; deletes nothing else. */
+  /**
+   * Moves local seqs from..to (the end of the log) to room_divergent_events under a new divergence
+   * record: the log is cut back to from − 1 (the segment holding `from` keeps its part before it),
+   * and the moved events leave the id and room.* indexes. Nothing else is deleted.
+   */
   private moveBranch(roomId: string, record: DivergenceRecord, moved: { from_seq: number; to_seq: number }): number {
+    const log = this.log(roomId);
+    const events = this.events(roomId, moved.from_seq - 1, moved.to_seq - moved.from_seq + 1);
+    if (log === undefined || events.length !== record.count || log.lastSeq !== moved.to_seq) {
+      throw new HermesError(
+        "database_corrupt",
+        `room ${roomId}: expected ${record.count} events in seqs ${moved.from_seq}..${moved.to_seq} to preserve, found ${events.length}; nothing was moved`,
+      );
+    }
     const info = this.db
       .prepare(
         `INSERT INTO room_divergences (room_id, detected_at, from_seq, branch_epoch, branch_gateway_id, winning_epoch, winning_gateway_id, count, markers_only)
@@ -741,21 +881,42 @@ export class RoomsStore {
         record.markers_only ? 1 : 0,
       );
     const divergenceId = Number(info.lastInsertRowid);
-    const copied = this.db
-      .prepare(
-        `INSERT INTO room_divergent_events (divergence_id, ${EVENT_COLUMNS})
-         SELECT ?, ${EVENT_COLUMNS} FROM room_events WHERE room_id = ? AND seq BETWEEN ? AND ?`,
-      )
-      .run(divergenceId, roomId, moved.from_seq, moved.to_seq).changes;
-    if (copied !== record.count) {
-      throw new HermesError(
-        "database_corrupt",
-        `room ${roomId}: expected ${record.count} events in seqs ${moved.from_seq}..${moved.to_seq} to preserve, found ${copied}; nothing was moved`,
-      );
+    const preserve = this.db.prepare(
+      `INSERT INTO room_divergent_events (divergence_id, ${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    );
+    for (const e of events) {
+      preserve.run(divergenceId, e.room_id, e.seq, e.event_id, e.kind, e.actor_json, e.epoch, e.payload_json, e.created_at, e.hash);
     }
-    this.db.prepare("DELETE FROM room_events WHERE room_id = ? AND seq BETWEEN ? AND ?").run(roomId, moved.from_seq, moved.to_seq);
+    const [holding] = this.packedEvents(roomId, moved.from_seq - 1, 1);
+    this.stmt.deleteSegmentsFrom.run(log.logId, moved.from_seq);
+    if (holding !== undefined && holding.first_seq < moved.from_seq) {
+      const kept = sliceRun(holding, 0, moved.from_seq - holding.first_seq);
+      const lastEpoch = decodeRun(roomId, kept, kept.ends.length - 1, kept.ends.length)[0]!.epoch;
+      this.db
+        .prepare("UPDATE room_log_segments SET last_seq = ?, last_epoch = ?, ends = ?, body = ? WHERE log_id = ? AND first_seq = ?")
+        .run(moved.from_seq - 1, lastEpoch, endsToBytes(kept.ends), blob(kept.body), log.logId, holding.first_seq);
+    }
+    for (const e of events) this.stmt.deleteId.run(log.logId, e.event_id);
+    this.db.prepare("DELETE FROM room_meta_events WHERE log_id = ? AND seq >= ?").run(log.logId, moved.from_seq);
+    // Read the end of the log again (inside this transaction) before anything is appended to it.
+    this.logs.delete(roomId);
     return divergenceId;
   }
+}
+
+/**
+ * The part of a page's received bytes that holds `events` (what a replication decision applies),
+ * when the page kept them and `events` are its own events; else undefined (they get encoded).
+ */
+function receivedRun(events: readonly RoomEvent[], page: LogPage | undefined): TupleRun | undefined {
+  const run = page?.tuples;
+  if (run === undefined || page === undefined || events.length === 0 || run.ends.length !== page.events.length) return undefined;
+  const from = events[0]!.seq - run.first_seq;
+  const to = from + events.length;
+  if (from < 0 || to > run.ends.length || page.events[from] !== events[0] || page.events[to - 1] !== events[events.length - 1]) {
+    return undefined;
+  }
+  return sliceRun(run, from, to);
 }
 
 function sameLineage(a: readonly LineageEntry[], b: readonly LineageEntry[]): boolean {

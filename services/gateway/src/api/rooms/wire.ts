@@ -17,7 +17,7 @@ import type { AnyPage } from "../../app/rooms/live-tail.js";
 import type { ReplicationView } from "../../app/rooms/quorum/coordinated-rooms.js";
 import type { ReplicaStateResult, RoomDriverStatus, RoomView } from "../../app/rooms/rooms-service.js";
 import { packEvents } from "../../app/rooms/wire.js";
-import type { Authority, DivergenceRecord, LogPage, Member, PackedLogPage, RoomEvent } from "../../core/rooms/index.js";
+import { type Authority, type DivergenceRecord, type LogPage, type Member, packedBytes, type RoomEvent } from "../../core/rooms/index.js";
 
 /**
  * What the room methods answer, in each transport's form: protobuf messages for gRPC (and the
@@ -63,17 +63,10 @@ export function toWirePage(page: LogPage, packed: boolean): WireLogPage {
   };
 }
 
-/** The JSON array of a packed page: the tuples' JSON texts the store read, joined as they are. */
-function packedPageBytes(page: PackedLogPage): Buffer {
-  const texts = new Array<string>(page.packed.length);
-  for (let i = 0; i < texts.length; i++) texts[i] = page.packed[i]![2];
-  return Buffer.from(`[${texts.join(",")}]`, "utf8");
-}
-
 /** Either kind of page to the wire: a page the store read as packed tuples is serialised as it is. */
 export function toWireAnyPage(page: AnyPage): WireLogPage {
   if (!("packed" in page)) return toWirePage(page, false);
-  return { ...pageFrame(page), events: [], packed_events: packedPageBytes(page) };
+  return { ...pageFrame(page), events: [], packed_events: packedBytes(page.packed) };
 }
 
 /** A page through the relay tunnel: the gRPC LogPage, protobuf-encoded, base64 (what a direct pull gets, byte for byte). */

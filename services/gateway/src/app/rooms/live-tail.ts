@@ -5,7 +5,7 @@ import type { LogPage, PackedLogPage } from "../../core/rooms/index.js";
 export type AnyPage = LogPage | PackedLogPage;
 
 function eventCount(page: AnyPage): number {
-  return "packed" in page ? page.packed.length : page.events.length;
+  return "packed" in page ? page.packed.reduce((n, run) => n + run.ends.length, 0) : page.events.length;
 }
 
 /** Who wants to hear that a room's log or authority changed on this gateway. */

@@ -127,7 +127,7 @@ export class Replicator {
       state = newReplicaState(roomId, store.selfGatewayId, sourceGatewayId);
     }
     const decision = planReplication(state, page, store.lookup(roomId), this.deps.now());
-    const divergenceId = store.applyReplication(roomId, decision, { durable: quorum !== undefined });
+    const divergenceId = store.applyReplication(roomId, decision, { durable: quorum !== undefined, page });
     if (quorum && (decision.kind === "apply" || decision.kind === "noop" || decision.kind === "diverged")) {
       if (store.room(roomId)?.replication == null) store.setReplication(roomId, quorum.policy);
       quorum.durable(decision.state.last_seq, decision.state.authority.epoch);

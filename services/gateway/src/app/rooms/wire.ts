@@ -1,6 +1,15 @@
 import { HermesError } from "@hermes/common";
 import type { LogPage as WireLogPage, RoomEvent as WireRoomEvent } from "@hermes/proto/hermes/v1/rooms";
-import { type EventKind, isEventKind, type LineageEntry, type LogPage, type PackedEvent, type RoomEvent } from "../../core/rooms/index.js";
+import {
+  encodeTuples,
+  isEventKind,
+  type LineageEntry,
+  type LogPage,
+  packedBytes,
+  type RoomEvent,
+  runOfPackedPage,
+  tuplesToEvents,
+} from "../../core/rooms/index.js";
 
 /**
  * The packed page encoding, and pages a replica receives over gRPC (or the relay tunnel) back into
@@ -10,58 +19,19 @@ import { type EventKind, isEventKind, type LineageEntry, type LogPage, type Pack
  */
 
 export function packEvents(events: readonly RoomEvent[]): Buffer {
-  const tuples = new Array<PackedEvent>(events.length);
-  for (let i = 0; i < events.length; i++) {
-    const e = events[i]!;
-    tuples[i] = [e.seq, e.event_id, e.kind, e.actor_json, e.epoch, e.payload_json, e.created_at, e.hash];
-  }
-  return Buffer.from(JSON.stringify(tuples), "utf8");
-}
-
-function malformed(detail: string): HermesError {
-  return new HermesError("invalid_params", `malformed packed page: ${detail}`);
+  return packedBytes(events.length > 0 ? [encodeTuples(events)] : []);
 }
 
 /** Decodes packed events, checking every field's type (a remote page is untrusted input). */
-export function unpackEvents(roomId: string, packed: Buffer): RoomEvent[] {
+export function unpackEvents(roomId: string, packed: Uint8Array): RoomEvent[] {
   if (packed.length === 0) return [];
   let tuples: unknown;
   try {
-    tuples = JSON.parse(packed.toString("utf8"));
+    tuples = JSON.parse(Buffer.from(packed.buffer, packed.byteOffset, packed.byteLength).toString("utf8"));
   } catch {
-    throw malformed("not JSON");
+    throw new HermesError("invalid_params", "malformed packed page: not JSON");
   }
-  if (!Array.isArray(tuples)) throw malformed("not an array");
-  const events = new Array<RoomEvent>(tuples.length);
-  for (let i = 0; i < tuples.length; i++) {
-    const t = tuples[i] as unknown[];
-    if (
-      !Array.isArray(t) ||
-      t.length !== 8 ||
-      typeof t[0] !== "number" ||
-      typeof t[1] !== "string" ||
-      !isEventKind(t[2]) ||
-      typeof t[3] !== "string" ||
-      typeof t[4] !== "number" ||
-      typeof t[5] !== "string" ||
-      typeof t[6] !== "string" ||
-      typeof t[7] !== "string"
-    ) {
-      throw malformed(`entry ${i} is not [seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash]`);
-    }
-    events[i] = {
-      room_id: roomId,
-      seq: t[0],
-      event_id: t[1],
-      kind: t[2] as EventKind,
-      actor_json: t[3],
-      epoch: t[4],
-      payload_json: t[5],
-      created_at: t[6],
-      hash: t[7],
-    };
-  }
-  return events;
+  return tuplesToEvents(roomId, tuples);
 }
 
 export function fromWireEvent(e: WireRoomEvent): RoomEvent {
@@ -71,7 +41,8 @@ export function fromWireEvent(e: WireRoomEvent): RoomEvent {
 
 /** A page received over gRPC, in the core's shape (packed or not). */
 export function fromWirePage(page: WireLogPage): LogPage {
-  const events = page.packed_events.length > 0 ? unpackEvents(page.room_id, page.packed_events) : page.events.map(fromWireEvent);
+  const packed = page.packed_events.length > 0;
+  const events = packed ? unpackEvents(page.room_id, page.packed_events) : page.events.map(fromWireEvent);
   return {
     room_id: page.room_id,
     events,
@@ -81,5 +52,7 @@ export function fromWirePage(page: WireLogPage): LogPage {
     authority: page.authority ? { gateway_id: page.authority.gateway_id, epoch: page.authority.epoch } : { gateway_id: "", epoch: 0 },
     lineage: page.lineage.map((entry): LineageEntry => ({ epoch: entry.epoch, gateway_id: entry.gateway_id, start_seq: entry.start_seq })),
     prev: page.prev ? { seq: page.prev.seq, epoch: page.prev.epoch, hash: page.prev.hash } : null,
+    // The bytes the events came from: a replica stores them as they are (after checking them).
+    tuples: packed && events.length > 0 ? runOfPackedPage(page.packed_events, events) : undefined,
   };
 }

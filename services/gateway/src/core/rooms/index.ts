@@ -10,6 +10,7 @@ export * from "./invariants.js";
 export * from "./limits.js";
 export * from "./lineage.js";
 export * from "./log-page.js";
+export * from "./log-segment.js";
 export * from "./pull-planner.js";
 export * from "./refusal.js";
 export * from "./replication.js";

@@ -1,39 +1,18 @@
 import { describe, expect, it } from "vitest";
-import { planAppendBatch } from "./append.js";
 import { DEFAULT_LOG_LIMIT, DEFAULT_PAGE_MAX_BYTES, MAX_LOG_LIMIT } from "./limits.js";
 import { buildLogPage, eventWireBytes, packedJsonWireBytes, planLogRead } from "./log-page.js";
-import { planCreateRoom } from "./room-state.js";
+import { chatLog } from "./testing/chat-log.js";
 import type { RoomEvent, RoomState } from "./types.js";
 import type { LogRead } from "./validation.js";
 
 const NOW = "2025-01-01T00:00:00.000Z";
 
 function room(messages: number, text = (i: number) => `message ${i}`): { state: RoomState; events: RoomEvent[] } {
-  const created = planCreateRoom({
-    room_id: "r1",
-    name: "Room",
-    members: [
-      { member_id: "ann", profile: "ann" },
-      { member_id: "bob", profile: "bob" },
-    ],
-    self_gateway_id: "A",
-    now: NOW,
-    retired: false,
-    exists: false,
-  });
-  if (!created.ok) throw new Error(created.refusal.message);
-  const items = Array.from({ length: messages }, (_, i) => ({
-    request: {
-      origin: "client" as const,
-      event_id: `m${i + 2}`,
-      kind: "message.user",
-      actor: { kind: "user" as const, id: "u" },
-      payload: { text: text(i + 2) },
-    },
-    stored: null,
-  }));
-  const plan = planAppendBatch(created.state, items, NOW);
-  return { state: plan.state, events: [created.event, ...plan.appended] };
+  return chatLog(
+    "r1",
+    Array.from({ length: messages }, (_, i) => text(i + 2)),
+    NOW,
+  );
 }
 
 /** What a store does: read prev and `limit` events after since_seq. */

@@ -2,8 +2,9 @@ import { HermesError } from "@hermes/common/pure";
 import { utf8Bytes } from "./canonical-json.js";
 import { DEFAULT_LOG_LIMIT, DEFAULT_PAGE_MAX_BYTES } from "./limits.js";
 import { formatAuthority, maxEpoch } from "./lineage.js";
+import { sliceRun, tupleBytes } from "./log-segment.js";
 import { refusal } from "./refusal.js";
-import type { LogPage, PackedEventJson, PackedLogPage, RoomEvent, RoomState } from "./types.js";
+import type { LogPage, PackedLogPage, RoomEvent, RoomState, TupleRun } from "./types.js";
 import { type Checked, checkLogRead, type LogRead } from "./validation.js";
 
 export interface LogReadParams {
@@ -101,8 +102,9 @@ const PACKED_TUPLE_FRAME_BYTES = 2 + 7 + 4 * 2;
 
 /**
  * The wire size of a packed event by the same measure as eventWireBytes, from the UTF-8 size of its
- * tuple's JSON text (`json_bytes` of PackedEventJson; its room id is the page's). Exact for the same
- * reason eventWireBytes is: ids, kinds, times and hashes hold nothing JSON escapes.
+ * tuple's JSON text (its room id is the page's). Exact for the same reason eventWireBytes is (ids,
+ * kinds, times and hashes hold nothing JSON escapes) when the tuple is written as JSON.stringify
+ * writes it, as every gateway does.
  */
 export function packedJsonWireBytes(roomId: string, jsonBytes: number): number {
   return EVENT_JSON_FRAME_BYTES - 6 + utf8Bytes(roomId) - PACKED_TUPLE_FRAME_BYTES + jsonBytes;
@@ -167,24 +169,40 @@ export function buildLogPage(state: RoomState, read: LogRead, prevEvent: RoomEve
 }
 
 /**
- * The same page with packed events (a replication page): same bounds, same fields. `rows` are
- * what the store read, each event's tuple already JSON text with its size (PackedEventJson).
+ * The same page with packed events (a replication page): same bounds, same fields. `runs` are the
+ * store's segments in seq order from the one holding `read.since_seq + 1` (the first may start
+ * before it); the page keeps the parts of them it holds, without decoding a single event.
  */
-export function buildPackedLogPage(
-  state: RoomState,
-  read: LogRead,
-  prevEvent: RoomEvent | null,
-  rows: readonly PackedEventJson[],
-): PackedLogPage {
+export function buildPackedLogPage(state: RoomState, read: LogRead, prevEvent: RoomEvent | null, runs: readonly TupleRun[]): PackedLogPage {
   checkPrev(state, read, prevEvent);
   const sizeOffset = packedJsonWireBytes(state.room_id, 0);
-  const page = pageWindow(
-    state,
-    read,
-    rows,
-    (e) => e[0],
-    (e) => sizeOffset + e[1],
-  );
-  const cursor = page.length > 0 ? page[page.length - 1]![0] : read.since_seq;
-  return { ...pageFrame(state, read, prevEvent, cursor), packed: page };
+  const last = Math.min(state.last_seq, read.since_seq + read.limit);
+  const packed: TupleRun[] = [];
+  let count = 0;
+  let bytes = 0;
+  let next = read.since_seq + 1;
+  for (const run of runs) {
+    if (next > last) break;
+    const from = next - run.first_seq;
+    if (from < 0 || (count > 0 && from !== 0)) {
+      throw new HermesError(
+        "database_corrupt",
+        `room ${state.room_id} log is not dense: expected seq ${next}, read a segment from ${run.first_seq}`,
+      );
+    }
+    let i = from;
+    for (; i < run.ends.length && run.first_seq + i <= last; i++) {
+      const size = sizeOffset + tupleBytes(run, i);
+      if (count > 0 && bytes + size > read.max_bytes) break;
+      count++;
+      bytes += size;
+    }
+    if (i > from) packed.push(sliceRun(run, from, i));
+    next = run.first_seq + i;
+    if (i < run.ends.length) break;
+  }
+  if (count === 0 && read.since_seq < state.last_seq) {
+    throw new HermesError("database_corrupt", `room ${state.room_id} log has no event at seq ${read.since_seq + 1}`);
+  }
+  return { ...pageFrame(state, read, prevEvent, read.since_seq + count), packed };
 }

@@ -34,7 +34,7 @@ export interface Actor {
   connection_id?: string;
 }
 
-/** One event of a room log (row of `room_events`). `actor_json` and `payload_json` are canonical JSON. */
+/** One event of a room log. `actor_json` and `payload_json` are canonical JSON. */
 export interface RoomEvent {
   room_id: string;
   /** Dense, from 1. */
@@ -85,6 +85,11 @@ export interface LogPage {
   authority: Authority;
   lineage: LineageEntry[];
   prev: PrevPointer | null;
+  /**
+   * The page's events as the transport received them (a packed page: the bytes they were decoded
+   * from), so a replica stores those bytes instead of encoding the events again.
+   */
+  tuples?: TupleRun | undefined;
 }
 
 /**
@@ -104,19 +109,23 @@ export type PackedEvent = [
 ];
 
 /**
- * An event of a packed page as the store reads it for the wire: `[seq, json_bytes, json]` where
- * `json` is its PackedEvent tuple already serialised as JSON text (by SQLite, in C: the authority
- * never builds a JS object or array per event it serves) and `json_bytes` is that text's size in
- * UTF-8 bytes (the page byte budget is derived from it, see packedJsonWireBytes).
+ * Contiguous events of a log in the packed encoding (core/rooms/log-segment.ts): each event's
+ * PackedEvent tuple as JSON text, the texts joined by commas. Tuple `i` holds seq `first_seq + i`
+ * and ends at byte `ends[i]` of `body` (the next one starts after the comma). A segment of the
+ * store is one run; a packed page is `[` + its runs joined by commas + `]`.
  */
-export type PackedEventJson = [seq: number, json_bytes: number, json: string];
+export interface TupleRun {
+  first_seq: number;
+  body: Uint8Array;
+  ends: Uint32Array;
+}
 
 /**
- * A `groups.log` page whose events are packed (same fields and rules as LogPage): a transport
- * joins the JSON texts into the page's `packed_events` array as they are.
+ * A `groups.log` page whose events are packed (same fields and rules as LogPage): runs of the
+ * stored tuple texts, exactly the page's events, which a transport joins as they are.
  */
-export interface PackedLogPage extends Omit<LogPage, "events"> {
-  packed: PackedEventJson[];
+export interface PackedLogPage extends Omit<LogPage, "events" | "tuples"> {
+  packed: TupleRun[];
 }
 
 /**

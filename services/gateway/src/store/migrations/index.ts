@@ -7,6 +7,7 @@ import { roomHostsAndDemotionsMigration } from "./005-room-hosts-demotions.js";
 import { roomReplicationMigration } from "./006-room-replication.js";
 import { telegramMigration } from "./007-telegram.js";
 import { routinesMigration } from "./008-routines.js";
+import { roomLogSegmentsMigration } from "./009-room-log-segments.js";
 
 /**
  * The gateway's HERMES_HOME/state.db schema, numbered and applied in order at start
@@ -21,6 +22,7 @@ export const GATEWAY_MIGRATIONS: readonly Migration[] = [
   roomReplicationMigration,
   telegramMigration,
   routinesMigration,
+  roomLogSegmentsMigration,
 ];
 
 /** A named profile's profiles/<name>/state.db (the default profile's transcripts live in the root one). */

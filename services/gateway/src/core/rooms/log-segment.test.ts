@@ -1,0 +1,120 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  concatRuns,
+  cutSegments,
+  decodeRun,
+  encodeTuples,
+  endsFromBytes,
+  endsToBytes,
+  locateTuples,
+  packedBytes,
+  runOfPackedPage,
+  SEGMENT_MAX_BYTES,
+  SEGMENT_MAX_EVENTS,
+  sliceRun,
+  tupleStart,
+} from "./log-segment.js";
+import { chatLog } from "./testing/chat-log.js";
+import type { RoomEvent, TupleRun } from "./types.js";
+
+const NOW = "2026-01-01T00:00:00.000Z";
+
+function log(texts: readonly string[]): RoomEvent[] {
+  return chatLog("r", texts, NOW).events;
+}
+
+const tupleTexts = (run: TupleRun) =>
+  Array.from(run.ends, (_, i) => Buffer.from(run.body).toString("utf8", tupleStart(run, i), run.ends[i]));
+const stringified = (events: readonly RoomEvent[]) =>
+  events.map((e) => JSON.stringify([e.seq, e.event_id, e.kind, e.actor_json, e.epoch, e.payload_json, e.created_at, e.hash]));
+
+// Texts that JSON escapes, that look like tuple boundaries, and that are not ASCII.
+const AWKWARD = ['"],[', 'a\\"],["b', "\\", "日本語 😀", "\u2028\u2029", "c0 \u0000\u001f", 'x"]]', '0123456789abcdef"],[', ""];
+
+describe("log segments", () => {
+  it("encodes each event's tuple as JSON.stringify writes it, and decodes any slice back", () => {
+    const events = log(AWKWARD);
+    const run = encodeTuples(events);
+    expect(tupleTexts(run)).toEqual(stringified(events));
+    expect(Buffer.from(run.body).toString("utf8")).toBe(stringified(events).join(","));
+    expect(decodeRun("r", run)).toEqual(events);
+    expect(decodeRun("r", run, 3, 6)).toEqual(events.slice(3, 6));
+    const slice = sliceRun(run, 2, 7);
+    expect(slice.first_seq).toBe(3);
+    expect(decodeRun("r", slice)).toEqual(events.slice(2, 7));
+    expect(concatRuns([sliceRun(run, 0, 4), sliceRun(run, 4, run.ends.length)])).toEqual({
+      ...run,
+      body: Buffer.from(run.body),
+    });
+    expect(() => concatRuns([sliceRun(run, 0, 2), sliceRun(run, 3, 5)])).toThrow(/not contiguous/);
+  });
+
+  it("finds every tuple of a packed page in its bytes, whatever the texts hold", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.oneof(fc.string(), fc.constantFrom(...AWKWARD), fc.string({ unit: "grapheme" })), { minLength: 0, maxLength: 30 }),
+        (texts) => {
+          const events = log(texts);
+          const packed = packedBytes([encodeTuples(events)]);
+          const ends = locateTuples(packed, events.length);
+          expect(ends).not.toBeNull();
+          const run = runOfPackedPage(packed, events);
+          expect(run.body.buffer).toBe(packed.buffer); // the page's own bytes, not a copy
+          expect(tupleTexts(run)).toEqual(stringified(events));
+        },
+      ),
+    );
+  });
+
+  it("falls back to encoding the events when the page's bytes are laid out otherwise", () => {
+    const events = log(["a", "b"]);
+    const spaced = Buffer.from(
+      JSON.stringify(
+        stringified(events).map((t) => JSON.parse(t)),
+        null,
+        1,
+      ),
+    );
+    expect(locateTuples(spaced, events.length)).toBeNull();
+    expect(tupleTexts(runOfPackedPage(spaced, events))).toEqual(stringified(events));
+    // A count that does not match what the bytes hold is no match either.
+    const packed = packedBytes([encodeTuples(events)]);
+    expect(locateTuples(packed, events.length + 1)).toBeNull();
+    expect(locateTuples(packed, events.length - 1)).toBeNull();
+  });
+
+  it("cuts a long run into segments within the bounds, and joins them back to the same bytes", () => {
+    const events = log(Array.from({ length: 5000 }, (_, i) => `message ${i} ${"x".repeat(i % 300)}`));
+    const run = encodeTuples(events);
+    const segments = cutSegments(run);
+    expect(segments.length).toBeGreaterThan(1);
+    for (const s of segments) {
+      expect(s.ends.length).toBeLessThanOrEqual(SEGMENT_MAX_EVENTS);
+      expect(s.body.length).toBeLessThanOrEqual(SEGMENT_MAX_BYTES + 1024);
+    }
+    // Pieces of about equal size: none is a sliver.
+    const sizes = segments.map((s) => s.body.length);
+    expect(Math.min(...sizes)).toBeGreaterThan(Math.max(...sizes) / 2);
+    expect(Buffer.compare(Buffer.from(concatRuns(segments).body), Buffer.from(run.body))).toBe(0);
+    expect(segments.flatMap((s) => decodeRun("r", s))).toEqual(events);
+    expect(cutSegments(sliceRun(run, 0, 10))).toHaveLength(1);
+  });
+
+  it("stores ends as 32-bit little-endian integers", () => {
+    const ends = Uint32Array.of(1, 256, 65_536, 2 ** 32 - 1);
+    const bytes = endsToBytes(ends);
+    expect([...bytes.subarray(0, 8)]).toEqual([1, 0, 0, 0, 0, 1, 0, 0]);
+    expect(endsFromBytes(bytes)).toEqual(ends);
+    // An unaligned copy (a Buffer from a pool) reads the same.
+    const unaligned = Buffer.concat([Buffer.from([9]), bytes]).subarray(1);
+    expect(endsFromBytes(unaligned)).toEqual(ends);
+    expect(() => endsFromBytes(Buffer.from([1, 2, 3]))).toThrow(/32-bit/);
+  });
+
+  it("refuses stored text that is not a dense run of tuples", () => {
+    const run = encodeTuples(log(["a", "b"]));
+    expect(() => decodeRun("r", { ...run, first_seq: 5 })).toThrow(/not dense/);
+    expect(() => decodeRun("r", { ...run, body: Buffer.from("not json") })).toThrow(/not JSON/);
+  });
+});

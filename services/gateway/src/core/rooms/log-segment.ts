@@ -1,0 +1,276 @@
+import { HermesError } from "@hermes/common/pure";
+import type { RoomEvent, TupleRun } from "./types.js";
+import { isEventKind } from "./validation.js";
+
+/**
+ * The encoding of a room log as the store keeps it and a replication page carries it: every event
+ * is its PackedEvent tuple `[seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash]`
+ * as JSON text (what JSON.stringify writes), and contiguous events are their texts joined by commas
+ * (a TupleRun, with the byte offset where each tuple ends). A packed page is `[` + run + `]`, so
+ * the authority serves stored bytes as they are and a replica stores the bytes it received.
+ *
+ * A segment (one row of room_log_segments) is a run of up to SEGMENT_MAX_EVENTS events and
+ * about SEGMENT_MAX_BYTES. Small commits (the live tail: one event per commit) write small
+ * segments ("fragments"); once the fragments at the end of a log add up to a sealed segment's
+ * size they are rewritten as one (so an event is written at most twice, and a log is read in
+ * few rows).
+ */
+
+/** Most events in one segment. */
+export const SEGMENT_MAX_EVENTS = 1024;
+/** Segments are cut near this many bytes of tuples (one event may exceed it alone). */
+export const SEGMENT_MAX_BYTES = 256 * 1024;
+/** A segment with fewer events and bytes than these is a fragment: it is merged with its neighbours later. */
+export const SEGMENT_SEAL_EVENTS = SEGMENT_MAX_EVENTS / 2;
+export const SEGMENT_SEAL_BYTES = SEGMENT_MAX_BYTES / 2;
+
+const COMMA = 0x2c;
+const OPEN = 0x5b;
+const CLOSE = 0x5d;
+const QUOTE = 0x22;
+const SEPARATOR = Uint8Array.of(COMMA);
+const OPEN_BRACKET = Uint8Array.of(OPEN);
+const CLOSE_BRACKET = Uint8Array.of(CLOSE);
+/** `"],[`: where one tuple of a packed page ends and the next begins. */
+const TUPLE_BOUNDARY = Buffer.from('"],[', "latin1");
+
+export function runCount(run: TupleRun): number {
+  return run.ends.length;
+}
+
+export function runLastSeq(run: TupleRun): number {
+  return run.first_seq + run.ends.length - 1;
+}
+
+/** Byte offset where tuple `i` of the run starts. */
+export function tupleStart(run: TupleRun, i: number): number {
+  return i === 0 ? 0 : run.ends[i - 1]! + 1;
+}
+
+/** Size in bytes of tuple `i`'s JSON text. */
+export function tupleBytes(run: TupleRun, i: number): number {
+  return run.ends[i]! - tupleStart(run, i);
+}
+
+export function isFragment(count: number, bytes: number): boolean {
+  return count < SEGMENT_SEAL_EVENTS && bytes < SEGMENT_SEAL_BYTES;
+}
+
+/** The events as a run: each tuple written by JSON.stringify (the canonical encoding). */
+export function encodeTuples(events: readonly RoomEvent[]): TupleRun {
+  const texts = new Array<string>(events.length);
+  let size = 0;
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i]!;
+    const text = JSON.stringify([e.seq, e.event_id, e.kind, e.actor_json, e.epoch, e.payload_json, e.created_at, e.hash]);
+    texts[i] = text;
+    // An upper bound of the UTF-8 size (3 bytes per UTF-16 unit at most); trimmed below.
+    size += text.length * 3 + 1;
+  }
+  const body = Buffer.allocUnsafe(size);
+  const ends = new Uint32Array(events.length);
+  let at = 0;
+  for (let i = 0; i < texts.length; i++) {
+    if (i > 0) body[at++] = COMMA;
+    at += body.write(texts[i]!, at, "utf8");
+    ends[i] = at;
+  }
+  return { first_seq: events[0]?.seq ?? 0, body: body.subarray(0, at), ends };
+}
+
+/** A packed page's bytes: `[` + the runs joined by commas + `]`. */
+export function packedBytes(runs: readonly TupleRun[]): Buffer {
+  const parts: Uint8Array[] = [OPEN_BRACKET];
+  for (const run of runs) {
+    if (run.ends.length === 0) continue;
+    if (parts.length > 1) parts.push(SEPARATOR);
+    parts.push(run.body);
+  }
+  parts.push(CLOSE_BRACKET);
+  return Buffer.concat(parts);
+}
+
+/** Tuples `from`..`to − 1` of the run as a run of their own (the bytes are shared, not copied). */
+export function sliceRun(run: TupleRun, from: number, to: number): TupleRun {
+  if (from === 0 && to === run.ends.length) return run;
+  const start = tupleStart(run, from);
+  const ends = run.ends.slice(from, to);
+  if (start > 0) for (let i = 0; i < ends.length; i++) ends[i] = ends[i]! - start;
+  return { first_seq: run.first_seq + from, body: run.body.subarray(start, to > from ? run.ends[to - 1] : start), ends };
+}
+
+/** Contiguous runs as one (the second continues the first, and so on). */
+export function concatRuns(runs: readonly TupleRun[]): TupleRun {
+  const nonEmpty = runs.filter((r) => r.ends.length > 0);
+  if (nonEmpty.length === 1) return nonEmpty[0]!;
+  let count = 0;
+  for (const r of nonEmpty) count += r.ends.length;
+  const ends = new Uint32Array(count);
+  const parts: Uint8Array[] = [];
+  let at = 0;
+  let k = 0;
+  let expected = nonEmpty[0]?.first_seq ?? 0;
+  for (const r of nonEmpty) {
+    if (r.first_seq !== expected)
+      throw new HermesError("internal", `runs are not contiguous: expected seq ${expected}, got ${r.first_seq}`);
+    if (parts.length > 0) {
+      parts.push(SEPARATOR);
+      at += 1;
+    }
+    parts.push(r.body);
+    for (let i = 0; i < r.ends.length; i++) ends[k++] = r.ends[i]! + at;
+    at += r.body.length;
+    expected += r.ends.length;
+  }
+  return { first_seq: nonEmpty[0]?.first_seq ?? 0, body: Buffer.concat(parts, at), ends };
+}
+
+/**
+ * Cuts a run into segments: at most SEGMENT_MAX_EVENTS each, and pieces of about equal size when
+ * the run is over SEGMENT_MAX_BYTES (so a cut never leaves a tiny segment behind).
+ */
+export function cutSegments(run: TupleRun): TupleRun[] {
+  const count = run.ends.length;
+  const bytes = run.body.length;
+  const pieces = Math.max(Math.ceil(count / SEGMENT_MAX_EVENTS), Math.ceil(bytes / SEGMENT_MAX_BYTES), 1);
+  if (pieces === 1) return [run];
+  const target = bytes / pieces;
+  const out: TupleRun[] = [];
+  for (let from = 0; from < count; ) {
+    const share = target * (out.length + 1);
+    let to = from + 1;
+    while (to < count && to - from < SEGMENT_MAX_EVENTS && run.ends[to - 1]! < share) to++;
+    out.push(sliceRun(run, from, to));
+    from = to;
+  }
+  return out;
+}
+
+function malformed(detail: string): HermesError {
+  return new HermesError("invalid_params", `malformed packed page: ${detail}`);
+}
+
+/** Parsed tuples as events, checking every field's type (a remote page is untrusted input). */
+export function tuplesToEvents(roomId: string, tuples: unknown): RoomEvent[] {
+  if (!Array.isArray(tuples)) throw malformed("not an array");
+  const events = new Array<RoomEvent>(tuples.length);
+  for (let i = 0; i < tuples.length; i++) {
+    const t = tuples[i] as unknown[];
+    if (
+      !Array.isArray(t) ||
+      t.length !== 8 ||
+      typeof t[0] !== "number" ||
+      typeof t[1] !== "string" ||
+      !isEventKind(t[2]) ||
+      typeof t[3] !== "string" ||
+      typeof t[4] !== "number" ||
+      typeof t[5] !== "string" ||
+      typeof t[6] !== "string" ||
+      typeof t[7] !== "string"
+    ) {
+      throw malformed(`entry ${i} is not [seq, event_id, kind, actor_json, epoch, payload_json, created_at, hash]`);
+    }
+    events[i] = {
+      room_id: roomId,
+      seq: t[0],
+      event_id: t[1],
+      kind: t[2],
+      actor_json: t[3],
+      epoch: t[4],
+      payload_json: t[5],
+      created_at: t[6],
+      hash: t[7],
+    };
+  }
+  return events;
+}
+
+/** Tuples `from`..`to − 1` of a run as events (one JSON.parse for all of them). */
+export function decodeRun(roomId: string, run: TupleRun, from = 0, to = run.ends.length): RoomEvent[] {
+  if (to <= from) return [];
+  const text = Buffer.from(run.body.buffer, run.body.byteOffset, run.body.byteLength).toString(
+    "utf8",
+    tupleStart(run, from),
+    run.ends[to - 1],
+  );
+  let tuples: unknown;
+  try {
+    tuples = JSON.parse(`[${text}]`);
+  } catch {
+    throw new HermesError("database_corrupt", `a stored segment of room ${roomId} holds text that is not JSON`);
+  }
+  const events = tuplesToEvents(roomId, tuples);
+  for (let i = 0; i < events.length; i++) {
+    if (events[i]!.seq !== run.first_seq + from + i) {
+      throw new HermesError("database_corrupt", `a stored segment of room ${roomId} is not dense at seq ${run.first_seq + from + i}`);
+    }
+  }
+  return events;
+}
+
+function isLowerHex(byte: number): boolean {
+  return (byte >= 0x30 && byte <= 0x39) || (byte >= 0x61 && byte <= 0x66);
+}
+
+/**
+ * Where each tuple ends in a packed page's bytes (`[t0,t1,…]`), relative to the run inside the
+ * brackets; null when the bytes are not laid out that way (whitespace between tuples, a hash that
+ * does not end in a hex digit): the caller then encodes the decoded events itself.
+ *
+ * Exact for any text that JSON.parse accepted as an array of 8-tuples ending in a string: a `"`
+ * right after a hex digit cannot be inside a string (there it would be escaped, `\"`) nor open one
+ * (a string never directly follows a number or literal), so it closes a string; the `]` after it
+ * closes an array whose last element is a string, which only a tuple is. So every `"],[` after a
+ * hex digit is the end of a tuple, and counting them checks that none was missed.
+ */
+export function locateTuples(packed: Uint8Array, count: number): Uint32Array | null {
+  const n = packed.length;
+  if (count === 0 || n < 4 || packed[0] !== OPEN || packed[1] !== OPEN || packed[n - 1] !== CLOSE || packed[n - 2] !== CLOSE) return null;
+  if (packed[n - 3] !== QUOTE || !isLowerHex(packed[n - 4]!)) return null;
+  const bytes = Buffer.from(packed.buffer, packed.byteOffset, packed.byteLength);
+  const ends = new Uint32Array(count);
+  let found = 0;
+  for (let at = 1; ; ) {
+    const m = bytes.indexOf(TUPLE_BOUNDARY, at);
+    if (m < 0) break;
+    if (isLowerHex(bytes[m - 1]!)) {
+      if (found === count - 1) return null;
+      // In run coordinates (after the opening bracket): the tuple ends after `"]`.
+      ends[found++] = m + 1;
+    }
+    at = m + 3;
+  }
+  if (found !== count - 1) return null;
+  ends[count - 1] = n - 2;
+  return ends;
+}
+
+/**
+ * The run of a packed page's events as the page's bytes hold them, or (when they are laid out
+ * otherwise) as encodeTuples writes them. `events` are what the bytes decoded to.
+ */
+export function runOfPackedPage(packed: Uint8Array, events: readonly RoomEvent[]): TupleRun {
+  const ends = events.length > 0 ? locateTuples(packed, events.length) : null;
+  if (ends === null) return encodeTuples(events);
+  return { first_seq: events[0]!.seq, body: packed.subarray(1, packed.length - 1), ends };
+}
+
+const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
+
+/** The ends of a run as stored: unsigned 32-bit little-endian integers. */
+export function endsToBytes(ends: Uint32Array): Buffer {
+  if (LITTLE_ENDIAN) return Buffer.from(ends.buffer, ends.byteOffset, ends.byteLength);
+  const out = Buffer.alloc(ends.length * 4);
+  const view = new DataView(out.buffer);
+  for (let i = 0; i < ends.length; i++) view.setUint32(i * 4, ends[i]!, true);
+  return out;
+}
+
+export function endsFromBytes(bytes: Uint8Array): Uint32Array {
+  if (bytes.length % 4 !== 0) throw new HermesError("database_corrupt", "a stored segment's offsets are not 32-bit integers");
+  if (LITTLE_ENDIAN && bytes.byteOffset % 4 === 0) return new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4);
+  const ends = new Uint32Array(bytes.length / 4);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let i = 0; i < ends.length; i++) ends[i] = view.getUint32(i * 4, true);
+  return ends;
+}
