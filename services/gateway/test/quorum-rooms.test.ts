@@ -250,6 +250,47 @@ describe("operator moves through the coordinator", () => {
   }, 120_000);
 });
 
+describe("failover of a gateway leading several rooms", () => {
+  it("every room it led is claimed by the in-sync replica (each at an epoch of its own) and acknowledges sends again; no acknowledged send is lost", async () => {
+    const { gws } = await mesh(["gw-a", "gw-b"]);
+    const [a, b] = gws as [TestGateway, TestGateway];
+    const rooms = ["q1", "q2", "q3"];
+    // min_insync 1: gw-b alone may acknowledge once gw-a is gone; while both are in sync, every ack waits for gw-b.
+    for (const room_id of rooms)
+      await a.gateway.rooms.create({ room_id, name: room_id, members: MEMBERS, replication: quorum(["gw-b"], 1) });
+    for (const room_id of rooms)
+      await eventually(() => expect(a.gateway.rooms.state(room_id).replication.isr).toEqual(["gw-a", "gw-b"]));
+    const acked = new Map<string, { room_id: string; seq: number }>();
+    for (const room_id of rooms) {
+      for (const n of [1, 2]) {
+        const event_id = `${room_id}-before-${n}`;
+        const reply = await a.gateway.rooms.send({ room_id, event_id, payload: { text: event_id } });
+        acked.set(event_id, { room_id, seq: reply.event.seq });
+      }
+    }
+
+    // A graceful stop revokes gw-a's lease: gw-b sees every record's lease gone at once and claims all three rooms.
+    await a.stop();
+    started.splice(started.indexOf(a), 1);
+    for (const room_id of rooms) {
+      const event_id = `${room_id}-after`;
+      const reply = await eventually(() => b.gateway.rooms.send({ room_id, event_id, payload: { text: event_id } }), {
+        timeoutMs: 20_000,
+        what: `gw-b to acknowledge a send into ${room_id}`,
+      });
+      acked.set(event_id, { room_id, seq: reply.event.seq });
+    }
+    const epochs = rooms.map((room_id) => b.gateway.rooms.state(room_id).room);
+    expect(epochs.map((r) => r.role)).toEqual(["authority", "authority", "authority"]);
+    // One claim at a time: each took an epoch above every epoch the gateway held.
+    expect(new Set(epochs.map((r) => r.authority_epoch)).size).toBe(3);
+    for (const [event_id, { room_id, seq }] of acked) {
+      const event = b.gateway.rooms.store.events(room_id, 0, 100).find((e) => e.event_id === event_id);
+      expect(event?.seq, `${event_id} in ${room_id}`).toBe(seq);
+    }
+  }, 90_000);
+});
+
 describe("the lease lives on the monotonic clock", () => {
   it("a jump of the wall clock (a year either way) changes nothing: sends are still acknowledged, the lease still valid", async () => {
     const { gws } = await mesh(["gw-a", "gw-b"]);
