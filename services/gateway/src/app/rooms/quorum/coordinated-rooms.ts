@@ -557,9 +557,11 @@ export class CoordinatedRooms implements RoomCoordination {
     const change = releaseRecord(record, this.self, lease);
     if (change.kind === "refuse") return;
     const written = await coordinator.writeAuthority(roomId, modRevision, change.record).catch(() => null);
+    // Adopted at once: the course set again next must see the released record, not the claimed one.
+    if (written?.kind === "written") this.records.set(roomId, { record: change.record, modRevision: written.modRevision });
     logger.warn(
       { room_id: roomId, epoch: record.epoch, reason: e.reason, err: e.message, released: written?.kind === "written" },
-      `the claim of room ${roomId} at epoch ${record.epoch} won in etcd but was refused here; released the record for an in-sync replica to claim`,
+      `the claim of room ${roomId} at epoch ${record.epoch} won in etcd but was refused here; releasing the record for an in-sync replica to claim`,
     );
   }
 
