@@ -522,8 +522,8 @@ export class CoordinatedRooms implements RoomCoordination {
 
   /**
    * The claim won in etcd, made here: the log durable, `authority.claimed` at the record's epoch, then
-   * leading. When the local promote refuses (an epoch known here already at or above the claimed one,
-   * e.g. from a page of another room that arrived while claiming), the record is released again:
+   * leading. When the local promote refuses the epoch (one known here already at or above the claimed
+   * one, e.g. from a page of another room that arrived while claiming), the record is released again:
    * held under this gateway's live lease with nobody leading, the room would be stuck for good, as no
    * other gateway claims a live lease. Released, an in-sync replica (this one too, at a higher epoch)
    * claims it at once; nothing was acknowledged at the refused epoch.
@@ -538,7 +538,9 @@ export class CoordinatedRooms implements RoomCoordination {
     try {
       result = log.promote(roomId, { reason, claimEpoch: record.epoch, replication: policyOf(record) });
     } catch (err) {
-      await this.releaseRefusedClaim(roomId, record, modRevision, err);
+      // Only a refused epoch stays refused on every retry. Others pass (a room being created here is
+      // seen in its record before its local copy exists: not_found, then led once it does).
+      if (toHermesError(err).reason === "epoch_regression") await this.releaseRefusedClaim(roomId, record, modRevision, err);
       throw err;
     }
     this.records.set(roomId, { record, modRevision });
