@@ -82,11 +82,6 @@ export class RelayHub {
   attach(session: GatewaySession): void {
     if (this.closing) throw new HermesError("unavailable", "the relay is stopping; reconnect in a moment");
     const previous = this.sessions.attach(session);
-    if (previous) {
-      this.broker.connectionDown(previous.connection, previous.id, "replaced");
-      this.tunnel.connectionDown(previous.connection);
-      previous.close(new HermesError("refused", `a newer stream of connection ${session.connection} replaced this one`));
-    }
     this.store.touchConnection(session.connection, session.gatewayId, isoTime(this.clock.now()));
     const changed = this.roster.connected(session.connection, session.gatewayId);
     if (changed) this.store.saveEpoch(this.roster.epoch);
@@ -107,6 +102,13 @@ export class RelayHub {
     );
     if (changed) this.broadcastRoster();
     else session.send(this.rosterFrame(session.connection));
+    // Only now: what the replaced stream held is forwarded again at once, on this stream, and
+    // nothing may come before its welcome and roster.
+    if (previous) {
+      this.broker.connectionDown(previous.connection, previous.id, "replaced");
+      this.tunnel.connectionDown(previous.connection);
+      previous.close(new HermesError("refused", `a newer stream of connection ${session.connection} replaced this one`));
+    }
     this.broker.connectionUp();
   }
 

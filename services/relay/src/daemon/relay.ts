@@ -90,8 +90,11 @@ async function openFoundation(options: RelayOptions, cleanup: Cleanup) {
 
 type Foundation = Awaited<ReturnType<typeof openFoundation>>;
 
+/** What the relay's services are built on (the scenario scripts build them over their own store and clock). */
+export type ServicesFoundation = Pick<Foundation, "id" | "settings" | "clock" | "store" | "logger" | "metrics">;
+
 /** The roster, the streams, the queue (broker) and the tunnel behind them, the keys. */
-function buildServices(f: Foundation) {
+export function buildServices(f: ServicesFoundation) {
   const roster = new RosterBook(f.store.rosterEpoch(), f.store.loadRoster());
   const sessions = new SessionTable();
   const relayMetrics = new RelayMetrics(f.metrics.registry);

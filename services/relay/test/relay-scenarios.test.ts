@@ -1,0 +1,34 @@
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { checkScenarioFileAsync } from "../../../test/support/scenario-script.js";
+import { RelayScenario } from "./support/relay-scenario.js";
+
+/**
+ * Every testdata/relay/*.txt script over the production relay services, the production Connect
+ * handler and a real relay.db (support/relay-scenario.ts has the commands). REWRITE=1 rewrites the
+ * expected blocks.
+ */
+const TESTDATA = fileURLToPath(new URL("./testdata/relay", import.meta.url));
+const files = readdirSync(TESTDATA)
+  .filter((name) => name.endsWith(".txt"))
+  .sort();
+
+describe("relay scenarios (testdata/relay/*.txt)", () => {
+  it("has scenario files", () => {
+    expect(files.length).toBeGreaterThan(0);
+  });
+
+  for (const file of files) {
+    it(file, async () => {
+      const world = new RelayScenario();
+      try {
+        const failures = await checkScenarioFileAsync(join(TESTDATA, file), (d) => world.run(d));
+        if (failures.length > 0) expect.fail(`\n${failures.join("\n\n")}`);
+      } finally {
+        world.destroy();
+      }
+    });
+  }
+});
