@@ -1,8 +1,10 @@
+import { HermesError } from "@hermes/common";
 import { RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import { Etcd3 } from "etcd3";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { type EtcdMember, startEtcd } from "../../../test/support/etcd.js";
 import { eventually } from "../../../test/support/eventually.js";
+import { RoomLog } from "../src/app/rooms/room-log.js";
 import { call, startTestGateway, type TestGateway } from "./support/gateway-harness.js";
 import { freshPrefix, MEMBERS, type MeshConfig, startQuorumGateway } from "./support/quorum-fixtures.js";
 import { expectRefusal } from "./support/rooms-fixtures.js";
@@ -248,6 +250,76 @@ describe("operator moves through the coordinator", () => {
     expect(unclean).toMatchObject({ authority_gateway_id: other.gateway.id, authority_epoch: 4 });
     expect(await recordOf(config)).toMatchObject({ gateway_id: other.gateway.id, epoch: 4, isr: [other.gateway.id] });
   }, 120_000);
+});
+
+describe("failover of a gateway leading several rooms", () => {
+  it("every room it led is claimed by the in-sync replica (each at an epoch of its own) and acknowledges sends again; no acknowledged send is lost", async () => {
+    const { gws } = await mesh(["gw-a", "gw-b"]);
+    const [a, b] = gws as [TestGateway, TestGateway];
+    const rooms = ["q1", "q2", "q3"];
+    // min_insync 1: gw-b alone may acknowledge once gw-a is gone; while both are in sync, every ack waits for gw-b.
+    for (const room_id of rooms)
+      await a.gateway.rooms.create({ room_id, name: room_id, members: MEMBERS, replication: quorum(["gw-b"], 1) });
+    for (const room_id of rooms) await eventually(() => expect(a.gateway.rooms.state(room_id).replication.isr).toEqual(["gw-a", "gw-b"]));
+    const acked = new Map<string, { room_id: string; seq: number }>();
+    for (const room_id of rooms) {
+      for (const n of [1, 2]) {
+        const event_id = `${room_id}-before-${n}`;
+        const reply = await a.gateway.rooms.send({ room_id, event_id, payload: { text: event_id } });
+        acked.set(event_id, { room_id, seq: reply.event.seq });
+      }
+    }
+
+    // A graceful stop revokes gw-a's lease: gw-b sees every record's lease gone at once and claims all three rooms.
+    const takeovers = vi.spyOn(RoomLog.prototype, "promote");
+    await a.stop();
+    started.splice(started.indexOf(a), 1);
+    for (const room_id of rooms) {
+      const event_id = `${room_id}-after`;
+      const reply = await eventually(() => b.gateway.rooms.send({ room_id, event_id, payload: { text: event_id } }), {
+        timeoutMs: 20_000,
+        what: `gw-b to acknowledge a send into ${room_id}`,
+      });
+      acked.set(event_id, { room_id, seq: reply.event.seq });
+    }
+    const epochs = rooms.map((room_id) => b.gateway.rooms.state(room_id).room);
+    expect(epochs.map((r) => r.role)).toEqual(["authority", "authority", "authority"]);
+    // One claim at a time: each took an epoch above every epoch the gateway held, so each won in
+    // etcd was taken over here at the first try (none refused and claimed again).
+    expect(new Set(epochs.map((r) => r.authority_epoch)).size).toBe(3);
+    expect(takeovers.mock.calls.map(([room_id]) => room_id).sort()).toEqual(rooms);
+    for (const [event_id, { room_id, seq }] of acked) {
+      const event = b.gateway.rooms.store.events(room_id, 0, 100).find((e) => e.event_id === event_id);
+      expect(event?.seq, `${event_id} in ${room_id}`).toBe(seq);
+    }
+  }, 90_000);
+  it("a claim that won in etcd but is refused here is released again, and claimed at a higher epoch: the room is not left held by nobody", async () => {
+    const { config, gws } = await mesh(["gw-a", "gw-b"]);
+    const [a, b] = gws as [TestGateway, TestGateway];
+    await a.gateway.rooms.create({ room_id: ROOM, name: "Refused", members: MEMBERS, replication: quorum(["gw-b"], 1) });
+    await eventually(() => expect(isrOf(a)).toEqual(["gw-a", "gw-b"]));
+    const m1 = await send(a, "m1");
+    const before = m1.event.epoch;
+    // As when a page of another room at the claimed epoch reaches gw-b while it claims this one.
+    const promote = RoomLog.prototype.promote;
+    const refusedEpochs: number[] = [];
+    vi.spyOn(RoomLog.prototype, "promote").mockImplementation(function (this: RoomLog, roomId, input) {
+      if (input.claimEpoch === before + 1) {
+        refusedEpochs.push(input.claimEpoch);
+        throw new HermesError("epoch_regression", `the claimed epoch ${before + 1} is not above epoch ${before + 1} known here`);
+      }
+      return promote.call(this, roomId, input);
+    });
+
+    await a.stop();
+    started.splice(started.indexOf(a), 1);
+    const m2 = await eventually(() => send(b, "m2"), { timeoutMs: 20_000, what: "gw-b to acknowledge a send after the refused claim" });
+    expect(refusedEpochs).toEqual([before + 1]);
+    expect(m2.event).toMatchObject({ epoch: before + 2 });
+    expect(b.gateway.rooms.state(ROOM).room).toMatchObject({ role: "authority", authority_epoch: before + 2 });
+    expect(await recordOf(config)).toMatchObject({ gateway_id: "gw-b", epoch: before + 2 });
+    expect(b.gateway.rooms.store.events(ROOM, 0, 100).find((e) => e.event_id === "m1")?.seq).toBe(m1.event.seq);
+  }, 90_000);
 });
 
 describe("the lease lives on the monotonic clock", () => {

@@ -107,6 +107,13 @@ export class CoordinatedRooms implements RoomCoordination {
   private readonly leaseSamples = new Map<string, { ttlMs: number; at: number }>();
   private readonly running = new Map<string, Promise<void>>();
   private readonly again = new Set<string>();
+  /**
+   * Claims (automatic and an operator's promote) run one at a time on this gateway. A claim's epoch
+   * is one above every durable epoch of this gateway, all rooms together (what the local promote
+   * checks), so two claims at once would both take the same epoch, both win in etcd (different
+   * keys), and the second takeover would be refused here.
+   */
+  private claims: Promise<unknown> = Promise.resolve();
   private readonly watches: WatchHandle[] = [];
   private readonly ackSender: AckSender;
   private readonly failovers: Counter;
@@ -193,21 +200,23 @@ export class CoordinatedRooms implements RoomCoordination {
     this.claiming.add(roomId);
     try {
       await this.running.get(roomId);
-      const outcome = await coordinator.claimAuthority(roomId, {
-        mode: input.unclean ? "promote_unclean" : "promote",
-        localMaxEpoch: log.store.maxDurableEpoch(),
-        known: this.known(roomId, stored.state),
-        policy: stored.replication ?? undefined,
+      return await this.oneClaimAtATime(async () => {
+        const outcome = await coordinator.claimAuthority(roomId, {
+          mode: input.unclean ? "promote_unclean" : "promote",
+          localMaxEpoch: log.store.maxDurableEpoch(),
+          known: this.known(roomId, log.store.state(roomId)),
+          policy: stored.replication ?? undefined,
+        });
+        if (outcome.kind === "conflict") {
+          this.observed(roomId, outcome.current);
+          throw new HermesError(
+            "refused",
+            `the authority record of room ${roomId} changed while claiming it; look at hermes groups state ${roomId} and retry`,
+          );
+        }
+        if (outcome.kind === "refuse") throw coordinatorRefusal(outcome);
+        return await this.takeOver(roomId, outcome.record, outcome.modRevision, input.reason);
       });
-      if (outcome.kind === "conflict") {
-        this.observed(roomId, outcome.current);
-        throw new HermesError(
-          "refused",
-          `the authority record of room ${roomId} changed while claiming it; look at hermes groups state ${roomId} and retry`,
-        );
-      }
-      if (outcome.kind === "refuse") throw coordinatorRefusal(outcome);
-      return this.takeOver(roomId, outcome.record, outcome.modRevision, input.reason);
     } finally {
       this.claiming.delete(roomId);
       this.reconcile(roomId);
@@ -452,23 +461,25 @@ export class CoordinatedRooms implements RoomCoordination {
       case "ignore":
         return;
       case "lead":
-        if (course.promote) this.takeOver(roomId, record, modRevision, "lease-expired");
+        if (course.promote) await this.takeOver(roomId, record, modRevision, "lease-expired");
         else if (!acks.isLeading(roomId) && state)
           acks.lead(roomId, { record, modRevision, logEnd: state.last_seq, joinFloor: state.last_seq });
         return;
-      case "claim": {
-        const outcome = await coordinator.claimAuthority(roomId, {
-          mode: "automatic",
-          localMaxEpoch: log.store.maxDurableEpoch(),
-          known: this.known(roomId, state),
+      case "claim":
+        await this.oneClaimAtATime(async () => {
+          // Read in the queue: the claim before this one may have raised the epochs known here.
+          const outcome = await coordinator.claimAuthority(roomId, {
+            mode: "automatic",
+            localMaxEpoch: log.store.maxDurableEpoch(),
+            known: this.known(roomId, log.store.state(roomId)),
+          });
+          // A released record is a planned hand-over; otherwise the holder's lease expired.
+          if (outcome.kind === "claimed")
+            await this.takeOver(roomId, outcome.record, outcome.modRevision, record.lease === null ? "planned-handover" : "lease-expired");
+          else if (outcome.kind === "conflict") this.observed(roomId, outcome.current);
+          else logger.debug({ room_id: roomId, refusal: outcome.code }, "did not claim the room");
         });
-        // A released record is a planned hand-over; otherwise the holder's lease expired.
-        if (outcome.kind === "claimed")
-          this.takeOver(roomId, outcome.record, outcome.modRevision, record.lease === null ? "planned-handover" : "lease-expired");
-        else if (outcome.kind === "conflict") this.observed(roomId, outcome.current);
-        else logger.debug({ room_id: roomId, refusal: outcome.code }, "did not claim the room");
         return;
-      }
       case "follow":
         if (course.demote) {
           acks.stopLeading(
@@ -491,6 +502,12 @@ export class CoordinatedRooms implements RoomCoordination {
     }
   }
 
+  private oneClaimAtATime<T>(claim: () => Promise<T>): Promise<T> {
+    const run = this.claims.then(claim, claim);
+    this.claims = run.catch(() => undefined);
+    return run;
+  }
+
   /** Whether the lease the record names is alive: this gateway's own, a registration under it, or etcd's word. */
   private async leaseAlive(record: AuthorityRecord): Promise<boolean> {
     if (record.lease === null) return false;
@@ -503,19 +520,51 @@ export class CoordinatedRooms implements RoomCoordination {
     return ttlMs === null || ttlMs > 0;
   }
 
-  /** The claim won in etcd, made here: the log durable, `authority.claimed` at the record's epoch, then leading. */
-  private takeOver(roomId: string, record: AuthorityRecord, modRevision: string, reason: string): PromoteResult {
+  /**
+   * The claim won in etcd, made here: the log durable, `authority.claimed` at the record's epoch, then
+   * leading. When the local promote refuses the epoch (one known here already at or above the claimed
+   * one, e.g. from a page of another room that arrived while claiming), the record is released again:
+   * held under this gateway's live lease with nobody leading, the room would be stuck for good, as no
+   * other gateway claims a live lease. Released, an in-sync replica (this one too, at a higher epoch)
+   * claims it at once; nothing was acknowledged at the refused epoch.
+   */
+  private async takeOver(roomId: string, record: AuthorityRecord, modRevision: string, reason: string): Promise<PromoteResult> {
     const { log, acks, replicator, logger } = this.deps;
     replicator.stopFollowing(roomId, true);
     this.following.delete(roomId);
     this.ackSender.forget(roomId);
     this.released.delete(roomId);
-    const result = log.promote(roomId, { reason, claimEpoch: record.epoch, replication: policyOf(record) });
+    let result: PromoteResult;
+    try {
+      result = log.promote(roomId, { reason, claimEpoch: record.epoch, replication: policyOf(record) });
+    } catch (err) {
+      // Only a refused epoch stays refused on every retry. Others pass (a room being created here is
+      // seen in its record before its local copy exists: not_found, then led once it does).
+      if (toHermesError(err).reason === "epoch_regression") await this.releaseRefusedClaim(roomId, record, modRevision, err);
+      throw err;
+    }
     this.records.set(roomId, { record, modRevision });
     acks.lead(roomId, { record, modRevision, logEnd: result.claim_seq, joinFloor: result.claim_seq });
     this.failovers.inc();
     logger.warn({ room_id: roomId, record, claim_seq: result.claim_seq }, `claimed room ${roomId} at epoch ${record.epoch} (${reason})`);
     return result;
+  }
+
+  private async releaseRefusedClaim(roomId: string, record: AuthorityRecord, modRevision: string, refusal: unknown): Promise<void> {
+    const { coordinator, logger } = this.deps;
+    const e = toHermesError(refusal);
+    // Without a valid lease the record's lease expires by itself, and an in-sync replica claims then.
+    const lease = coordinator.leaseStatus().leaseId;
+    if (lease === null) return;
+    const change = releaseRecord(record, this.self, lease);
+    if (change.kind === "refuse") return;
+    const written = await coordinator.writeAuthority(roomId, modRevision, change.record).catch(() => null);
+    // Adopted at once: the course set again next must see the released record, not the claimed one.
+    if (written?.kind === "written") this.records.set(roomId, { record: change.record, modRevision: written.modRevision });
+    logger.warn(
+      { room_id: roomId, epoch: record.epoch, reason: e.reason, err: e.message, released: written?.kind === "written" },
+      `the claim of room ${roomId} at epoch ${record.epoch} won in etcd but was refused here; releasing the record for an in-sync replica to claim`,
+    );
   }
 
   private follow(roomId: string, record: AuthorityRecord): void {
