@@ -25,6 +25,7 @@ export const CORE_TESTS = [
   "services/*/src/core/**/*.test.ts",
   "services/common/src/pure/**/*.test.ts",
   "services/cli/src/up/demo-plan.test.ts",
+  "services/cli/src/table.test.ts",
   "services/console/test/text-only.test.ts",
   "services/*/test/layers.test.ts",
   "proto/test/generated-current.test.ts",

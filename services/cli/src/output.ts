@@ -9,12 +9,7 @@ function ensureNewline(text: string): string {
   return text.length === 0 || text.endsWith("\n") ? text : `${text}\n`;
 }
 
-/** A plain table: columns padded to their widest cell. */
-export function table(headers: string[], rows: (string | number)[][]): string {
-  const cells = [headers, ...rows.map((r) => r.map(String))];
-  const widths = headers.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? "").length)));
-  return cells.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  ")).join("\n");
-}
+export { table } from "./table.js";
 
 /**
  * The exit code of a failure (0/1/2 as `hermes --help` states): the reason's, except that a peer
