@@ -69,9 +69,21 @@ describe("the web console", () => {
     await see(mallory.locator(".bot-name")).toHaveText(HOSTILE.displayName);
     await see(mallory.locator(".bot-title")).toHaveText(HOSTILE.title);
     expect(await mallory.locator("img, script").count()).toBe(0);
-    // Without Bot Mode's metadata methods there is no hidden toggle.
-    expect(await gw1.locator('input[type="checkbox"]').count()).toBe(0);
+    // Bot Mode's metadata: each bot of this gateway has a hidden toggle, the other gateways' bots none.
+    for (const bot of ["alice@gw-1", "bob@gw-1", "mallory@gw-1"]) {
+      await see(gw1.locator(`[data-bot="${bot}"] input[type="checkbox"]`)).toHaveCount(1);
+    }
+    await see(gw1.locator('[data-bot="carol@gw-2"] input[type="checkbox"]')).toHaveCount(0);
     await browser.screenshot(gw1, "bots");
+    // Hiding a bot stores it (profiles.update) and the roster leaves it out until "Show hidden bots".
+    await mallory.locator('input[type="checkbox"]').check();
+    await see(mallory).toHaveCount(0);
+    await gw1.getByRole("button", { name: "Show hidden bots (1)" }).click();
+    await see(mallory.locator('input[type="checkbox"]')).toHaveCount(1);
+    expect(await mallory.locator('input[type="checkbox"]').isChecked()).toBe(true);
+    expect(mesh.gw("gw-1").gateway.profiles.show("mallory").meta.hidden).toBe(true);
+    await mallory.locator('input[type="checkbox"]').uncheck();
+    await eventually(() => expect(mesh.gw("gw-1").gateway.profiles.show("mallory").meta.hidden).toBe(false));
   });
 
   it("chats with a bot and shows its reply", async () => {
