@@ -39,9 +39,9 @@ export interface DaemonOptions {
   timeoutMs?: number;
 }
 
-function startDaemon(kind: "gateway" | "relay", args: string[], options: DaemonOptions, script = HERMES_BIN): Promise<DaemonProcess> {
+function startDaemon(kind: "gateway" | "relay", args: string[], options: DaemonOptions): Promise<DaemonProcess> {
   const base = options.isolatedEnv ? { PATH: process.env.PATH ?? "" } : process.env;
-  const child = spawn(process.execPath, [script, ...args], {
+  const child = spawn(process.execPath, [HERMES_BIN, ...args], {
     env: { ...base, HERMES_LOG_LEVEL: "silent", ...options.env },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -106,11 +106,6 @@ export function startGatewayProcess(home: string, options: DaemonOptions = {}): 
     ...(options.args ?? []),
   ];
   return startDaemon("gateway", args, options);
-}
-
-/** A node script (on the built packages) that starts a gateway its own way and prints the same ready line. */
-export function startGatewayScript(script: string, args: string[], options: DaemonOptions = {}): Promise<DaemonProcess> {
-  return startDaemon("gateway", args, options, script);
 }
 
 /** `hermes relay start --data DIR` on ephemeral loopback ports unless given. */

@@ -28,7 +28,6 @@ export type { ProfileSettings } from "./core/models/profile-settings.js";
 export { parsePeerTarget } from "./core/peers/run-request.js";
 export { PROMPT_FILE_MAX_BYTES, promptFileError, promptFromFile, promptSource } from "./core/routines/prompt.js";
 export { Gateway, type GatewayOptions, VERSION } from "./daemon/gateway.js";
-export { type CoordinatorSingletons, coordinatorSingletons, type SingletonCoordinator } from "./platforms/telegram/poller.js";
 export { openGatewayDb, ProfileDatabases } from "./store/gateway-store.js";
 export { defaultHomePath, HermesHome } from "./store/home.js";
 export { purgeProfileState, rekeyProfileState } from "./store/identity-store.js";

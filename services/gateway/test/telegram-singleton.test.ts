@@ -1,9 +1,8 @@
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { rmSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DaemonProcess, HERMES_BIN, startGatewayScript } from "../../../test/support/daemons.js";
+import { type DaemonProcess, HERMES_BIN, startGatewayProcess } from "../../../test/support/daemons.js";
 import { type EtcdMember, startEtcd } from "../../../test/support/etcd.js";
 import { eventually } from "../../../test/support/eventually.js";
 import { FakeTelegram } from "../../../test/support/fake-telegram.js";
@@ -18,7 +17,6 @@ import { sentTo, telegramHome, waitForSentTo } from "./support/telegram-fixtures
  * at once. Telegram never sees two overlapping getUpdates, and no message is answered twice.
  */
 
-const SCRIPT = fileURLToPath(new URL("./support/coordinated-gateway.mjs", import.meta.url));
 const PREFIX = "/hermes-telegram-test";
 
 let etcd: EtcdMember & { stopAll(): Promise<void> };
@@ -31,7 +29,9 @@ beforeAll(async () => {
   etcd = await startEtcd();
   telegram = await FakeTelegram.start();
   provider = await startFakeOpenAIServer();
-  for (const id of ["gw-a", "gw-b"]) homes[id] = telegramHome(telegram, provider);
+  // The coordinator as an operator configures it: config.yaml names etcd (lease TTL 2 s).
+  const coordinator = { etcd: { endpoints: [etcd.endpoint], prefix: PREFIX, lease_ttl_seconds: 2 } };
+  for (const id of ["gw-a", "gw-b"]) homes[id] = telegramHome(telegram, provider, { config: { coordinator } });
 });
 afterAll(async () => {
   await Promise.all([...running.values()].map((p) => p.stop()));
@@ -42,7 +42,7 @@ afterAll(async () => {
 });
 
 async function start(id: string): Promise<void> {
-  const p = await startGatewayScript(SCRIPT, [homes[id]!, id, etcd.endpoint, PREFIX, "2"], { env: { HERMES_LOG_LEVEL: "warn" } });
+  const p = await startGatewayProcess(homes[id]!, { args: ["--id", id], env: { HERMES_LOG_LEVEL: "warn" } });
   running.set(id, p);
 }
 

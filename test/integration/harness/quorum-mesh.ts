@@ -126,11 +126,24 @@ export class QuorumMesh {
 
   /** A quorum room led by `creator`, the two other gateways its replicas; waits until all three are in sync. */
   async createRoom(roomId: string, creator: GatewayNode, options: { minInsync?: number } = {}): Promise<void> {
-    await this.rooms(creator.name).create(roomId, `Quorum ${roomId}`, ["alice", "bob"], {
-      mode: "quorum",
-      replicas: this.others(creator).map((g) => g.name),
-      min_insync: options.minInsync ?? 2,
-    });
+    // After the previous scenario's faults a gateway may still be renewing a lapsed lease: it refuses
+    // a quorum create with coordinator_unavailable until it holds one again (nothing is written).
+    await eventually(
+      async () => {
+        try {
+          await this.rooms(creator.name).create(roomId, `Quorum ${roomId}`, ["alice", "bob"], {
+            mode: "quorum",
+            replicas: this.others(creator).map((g) => g.name),
+            min_insync: options.minInsync ?? 2,
+          });
+          return true;
+        } catch (err) {
+          if (err instanceof HermesError && err.reason === "coordinator_unavailable") return false;
+          throw err;
+        }
+      },
+      { what: `${creator.name} to hold its coordinator lease and create ${roomId}`, timeoutMs: 30_000 },
+    );
     await this.waitIsr(roomId, this.gateways.length);
   }
 

@@ -31,8 +31,6 @@ export interface GatewayOptions {
   env?: NodeJS.ProcessEnv;
   /** How listen addresses given as names are resolved (tests inject one). */
   resolver?: HostResolver;
-  /** A mesh coordinator's singletons (one Telegram poller per bot token); without them Telegram's 409 is the guard. */
-  singletons?: SingletonCoordinator;
 }
 
 /** The first phase of a start: settings, the root database and what is keyed by the gateway's identity. */
@@ -104,7 +102,8 @@ export async function openFoundation(options: GatewayOptions, cleanup: Cleanup):
   const routing = new LiveRouting(db, logger);
   const coordinator = await connectCoordinator(settings, id, logger, metrics);
   if (coordinator) cleanup.push(() => void coordinator.close());
-  const singletons = options.singletons ?? (coordinator ? coordinatorSingletons(coordinator) : undefined);
+  // Without a coordinator, Telegram's own 409 is the guard against two pollers of one token.
+  const singletons = coordinator ? coordinatorSingletons(coordinator) : undefined;
   return { home, settings, listen, env, clock, db, id, logger, metrics, startWarnings, profileDbs, routing, coordinator, singletons };
 }
 
