@@ -76,13 +76,14 @@ describe("the web console", () => {
     await see(gw1.locator('[data-bot="carol@gw-2"] input[type="checkbox"]')).toHaveCount(0);
     await browser.screenshot(gw1, "bots");
     // Hiding a bot stores it (profiles.update) and the roster leaves it out until "Show hidden bots".
-    await mallory.locator('input[type="checkbox"]').check();
+    // click, not check(): the card is redrawn (and leaves the list) as soon as the change is stored.
+    await mallory.locator('input[type="checkbox"]').click();
     await see(mallory).toHaveCount(0);
     await gw1.getByRole("button", { name: "Show hidden bots (1)" }).click();
     await see(mallory.locator('input[type="checkbox"]')).toHaveCount(1);
     expect(await mallory.locator('input[type="checkbox"]').isChecked()).toBe(true);
     expect(mesh.gw("gw-1").gateway.profiles.show("mallory").meta.hidden).toBe(true);
-    await mallory.locator('input[type="checkbox"]').uncheck();
+    await mallory.locator('input[type="checkbox"]').click();
     await eventually(() => expect(mesh.gw("gw-1").gateway.profiles.show("mallory").meta.hidden).toBe(false));
   });
 
@@ -241,7 +242,7 @@ describe("the web console", () => {
     const target = mesh.origin("gw-1");
     const evil: Server = createServer((_req, res) => {
       res.writeHead(200, { "content-type": "text/html" });
-      res.end(`<!doctype html><title>evil</title><script>
+      res.end(`<!doctype html><title>evil</title><body><script>
         const ws = new WebSocket(${JSON.stringify(target.replace("http", "ws"))} + "/rpc");
         ws.onopen = () => { ws.send(JSON.stringify({jsonrpc: "2.0", id: 1, method: "bots.roster"})); document.title = "socket opened"; };
         ws.onmessage = (e) => { document.title = "answered: " + e.data.slice(0, 40); };

@@ -209,6 +209,8 @@ describe("operator moves through the coordinator", () => {
       demoted: { previous_gateway_id: "gw-a", authority_epoch: 2 },
     });
     await eventually(() => expect(isrOf(leader).length).toBe(3));
+    // The claim is in etcd before the leader's own log has taken the room over: wait for that too.
+    await eventually(() => expect(leader.gateway.rooms.state(ROOM).room.role).toBe("authority"));
     const after = await send(leader, "m2");
     expect(after.event).toMatchObject({ epoch: 2 });
     expect(holds(a, after.event.seq) && holds(other, after.event.seq)).toBe(true);
