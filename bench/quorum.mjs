@@ -32,14 +32,9 @@ import { ensureNatsServer } from "./lib/nats.mjs";
 import { intOption } from "./lib/options.mjs";
 import { runPhase, startGateway } from "./lib/processes.mjs";
 import { fmt, machine, median, percentile, header as printHeader, line as printLine } from "./lib/report.mjs";
+import { BENCH_KEY, ROOM_MEMBERS, ROOMS_PHASES } from "./lib/rooms-bench.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const PHASES = join(ROOT, "bench/rooms-phases.mjs");
-const KEY = "bench-key-0123456789abcdef";
-const MEMBERS = [
-  { member_id: "alice", profile: "alice" },
-  { member_id: "bob", profile: "bob" },
-];
 
 const { values: opts } = parseArgs({
   options: {
@@ -93,7 +88,7 @@ const tempDir = (name) => mkdtempSync(join(tmpdir(), `hermes-bench-quorum-${name
 async function call(url, method, req, timeoutMs = 10_000) {
   const client = roomClient(url);
   try {
-    return await unaryCall((cb) => client[method](req, authMetadata(KEY), deadlineIn(timeoutMs), cb));
+    return await unaryCall((cb) => client[method](req, authMetadata(BENCH_KEY), deadlineIn(timeoutMs), cb));
   } finally {
     client.close();
   }
@@ -118,8 +113,8 @@ async function until(what, check, timeoutMs = 60_000) {
 
 async function localGateway(room) {
   const home = tempDir("local");
-  const gw = await startGateway({ home, id: "gw-local", key: KEY });
-  await call(gw.url, "create", { room_id: room, name: "Bench", members: MEMBERS });
+  const gw = await startGateway({ home, id: "gw-local", key: BENCH_KEY });
+  await call(gw.url, "create", { room_id: room, name: "Bench", members: ROOM_MEMBERS });
   return {
     url: gw.url,
     servers: [gw],
@@ -151,7 +146,7 @@ async function quorumMesh(room) {
       await startGateway({
         home: homes.get(id),
         id,
-        key: KEY,
+        key: BENCH_KEY,
         env: { HERMES_MESH_KEY: meshKey, HERMES_COORDINATOR: etcd.coordinator },
       }),
     );
@@ -187,7 +182,7 @@ async function quorumMesh(room) {
     await call(mesh.url("gw-a"), "create", {
       room_id: room,
       name: "Bench quorum",
-      members: MEMBERS,
+      members: ROOM_MEMBERS,
       replication: { mode: "quorum", replicas: ["gw-b", "gw-c"], min_insync: 2 },
     });
     await mesh.inSync();
@@ -199,7 +194,15 @@ async function quorumMesh(room) {
 }
 
 const stream = (url, room) =>
-  runPhase(PHASES, "append-stream", { url, key: KEY, room, count: SENDS, window: WINDOW, textBytes: TEXT_BYTES, warmup: WARMUP });
+  runPhase(ROOMS_PHASES, "append-stream", {
+    url,
+    key: BENCH_KEY,
+    room,
+    count: SENDS,
+    window: WINDOW,
+    textBytes: TEXT_BYTES,
+    warmup: WARMUP,
+  });
 
 // ---------------------------------------------------------------------------------------------
 
@@ -242,7 +245,7 @@ async function throughput() {
       await q.destroy();
     }
     note(`throughput: sample ${s + 1}/${SAMPLES}: JetStream R3`);
-    const nats = await runPhase(PHASES, "nats-publish", {
+    const nats = await runPhase(ROOMS_PHASES, "nats-publish", {
       count: SENDS,
       window: WINDOW,
       textBytes: TEXT_BYTES,

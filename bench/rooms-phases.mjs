@@ -15,17 +15,13 @@ import { jetStreamMirror, jetStreamTail, startNats, startNatsCluster } from "./l
 import { pipelined } from "./lib/pipeline.mjs";
 import { printReady, printResult, processCpuMs } from "./lib/processes.mjs";
 import { percentile } from "./lib/report.mjs";
+import { ROOM_MEMBERS } from "./lib/rooms-bench.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const dist = (path) => import(join(ROOT, path));
 
 const { values: opts } = parseArgs({ options: { phase: { type: "string" }, args: { type: "string", default: "{}" } } });
 const args = JSON.parse(opts.args);
-
-const MEMBERS = [
-  { member_id: "alice", profile: "alice" },
-  { member_id: "bob", profile: "bob" },
-];
 
 /** A message text of exactly `bytes` ASCII bytes that differs per index. */
 function messageText(i, bytes) {
@@ -163,7 +159,7 @@ async function engine({ dir, count, window, textBytes }) {
     logger,
     peers: { url: () => undefined, key: () => undefined },
   });
-  rooms.create({ room_id: "bench", name: "Bench", members: MEMBERS });
+  rooms.create({ room_id: "bench", name: "Bench", members: ROOM_MEMBERS });
   const batches = [];
   const commits = new GroupCommit(rooms.store, () => common.isoTime(Date.now()), { committed: (_rooms, size) => batches.push(size) });
   const request = (prefix) => (i) => ({
@@ -317,7 +313,7 @@ async function seed({ home, id, key, room, events, textBytes }) {
     logger: common.createLogger("gateway", "silent"),
     env: { API_SERVER_KEY: key },
   });
-  gw.rooms.create({ room_id: room, name: "Catch-up", members: MEMBERS });
+  gw.rooms.create({ room_id: room, name: "Catch-up", members: ROOM_MEMBERS });
   const { secs } = await pipelined(events, 2000, (i) =>
     gw.rooms.send({ room_id: room, event_id: `seed-${i}`, payload: { text: messageText(i, textBytes) } }),
   );

@@ -30,15 +30,10 @@ import { ensureNatsServer } from "./lib/nats.mjs";
 import { intOption } from "./lib/options.mjs";
 import { gatewayCpuUsageMs, histogramTotals, runPhase, startGateway, startPhase } from "./lib/processes.mjs";
 import { fmt, machine, median, header as printHeader, line as printLine } from "./lib/report.mjs";
+import { BENCH_KEY, ROOM_MEMBERS, ROOMS_PHASES } from "./lib/rooms-bench.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const PHASES = join(ROOT, "bench/rooms-phases.mjs");
-const KEY = "bench-key-0123456789abcdef";
 const ROOM = "bench-room";
-const MEMBERS = [
-  { member_id: "alice", profile: "alice" },
-  { member_id: "bob", profile: "bob" },
-];
 
 const { values: opts } = parseArgs({
   options: {
@@ -121,7 +116,7 @@ const tempDir = (name) => mkdtempSync(join(tmpdir(), `hermes-bench-rooms-${name}
 async function call(url, method, req) {
   const client = roomClient(url);
   try {
-    return await unaryCall((cb) => client[method](req, authMetadata(KEY), cb));
+    return await unaryCall((cb) => client[method](req, authMetadata(BENCH_KEY), cb));
   } finally {
     client.close();
   }
@@ -130,8 +125,8 @@ async function call(url, method, req) {
 /** A fresh gateway process on a fresh home, with the benchmark room created. */
 async function gatewayWithRoom(name, id) {
   const home = tempDir(name);
-  const gw = await startGateway({ home, id, key: KEY, nodeArgs: NODE_ARGS });
-  await call(gw.url, "create", { room_id: ROOM, name: "Bench", members: MEMBERS });
+  const gw = await startGateway({ home, id, key: BENCH_KEY, nodeArgs: NODE_ARGS });
+  await call(gw.url, "create", { room_id: ROOM, name: "Bench", members: ROOM_MEMBERS });
   return {
     ...gw,
     async destroy() {
@@ -144,7 +139,7 @@ async function gatewayWithRoom(name, id) {
 /** Runs a client phase and measures the CPU the given server processes used meanwhile. */
 async function measured(phase, args, servers) {
   const before = servers.map((s) => s.cpuMs());
-  const result = await runPhase(PHASES, phase, args);
+  const result = await runPhase(ROOMS_PHASES, phase, args);
   result.serverCpuMs = servers.map((s, i) => s.cpuMs() - before[i]);
   return result;
 }
@@ -179,16 +174,16 @@ async function partA() {
     `a. acknowledged durable sends into one room (${fmt(SENDS)} pipelined, window ${WINDOW}; unary ${fmt(UNARY_SENDS)} with ${UNARY_CONCURRENCY} in flight)`,
   );
   const samples = [];
-  const common = { room: ROOM, textBytes: TEXT_BYTES, key: KEY };
+  const common = { room: ROOM, textBytes: TEXT_BYTES, key: BENCH_KEY };
   for (let s = 0; s < SAMPLES; s++) {
     note(`a: sample ${s + 1}/${SAMPLES}`);
     const gw = await gatewayWithRoom("a", "gw-a");
     let stream;
     let unary;
     try {
-      const batches0 = await histogramTotals(gw.http, "hermes_room_append_batch_size", KEY);
+      const batches0 = await histogramTotals(gw.http, "hermes_room_append_batch_size", BENCH_KEY);
       stream = await measured("append-stream", { ...common, url: gw.url, count: SENDS, window: WINDOW, warmup: 10_000 }, [gw]);
-      const batches1 = await histogramTotals(gw.http, "hermes_room_append_batch_size", KEY);
+      const batches1 = await histogramTotals(gw.http, "hermes_room_append_batch_size", BENCH_KEY);
       stream.commits = batches1.count - batches0.count;
       stream.eventsPerCommit = (batches1.sum - batches0.sum) / stream.commits;
       unary = await measured("append-unary", { ...common, url: gw.url, count: UNARY_SENDS, concurrency: UNARY_CONCURRENCY, warmup: 2000 }, [
@@ -197,14 +192,14 @@ async function partA() {
     } finally {
       await gw.destroy();
     }
-    const echoServer = await startPhase(PHASES, "echo-server");
+    const echoServer = await startPhase(ROOMS_PHASES, "echo-server");
     let echo;
     try {
       echo = await measured("echo-stream", { ...common, url: echoServer.url, count: SENDS, window: WINDOW, warmup: 10_000 }, [echoServer]);
     } finally {
       await echoServer.stop();
     }
-    const nats = await runPhase(PHASES, "nats-publish", { count: SENDS, window: WINDOW, textBytes: TEXT_BYTES, warmup: 10_000 });
+    const nats = await runPhase(ROOMS_PHASES, "nats-publish", { count: SENDS, window: WINDOW, textBytes: TEXT_BYTES, warmup: 10_000 });
     samples.push({ stream, unary, echo, nats });
   }
   const pick = (k, f) => samples.map((x) => x[k][f]);
@@ -260,7 +255,7 @@ async function partB() {
     note(`b: sample ${s + 1}/${SAMPLES}`);
     const dir = tempDir("b");
     try {
-      const engine = await runPhase(PHASES, "engine", {
+      const engine = await runPhase(ROOMS_PHASES, "engine", {
         dir: join(dir, "engine"),
         count: ENGINE_EVENTS,
         window: ENGINE_WINDOW,
@@ -268,7 +263,7 @@ async function partB() {
       });
       const raw = {};
       for (const layout of RAW_LAYOUTS) {
-        raw[layout] = await runPhase(PHASES, "raw-insert", {
+        raw[layout] = await runPhase(ROOMS_PHASES, "raw-insert", {
           from: engine.home,
           firstSeq: engine.firstSeq,
           batches: engine.batches,
@@ -331,26 +326,36 @@ async function partC() {
   let authority;
   try {
     note(`c: seeding the authority with ${fmt(EVENTS)} events`);
-    seeded = await runPhase(PHASES, "seed", { home, id: "gw-auth", key: KEY, room: ROOM, events: EVENTS, textBytes: TEXT_BYTES });
+    seeded = await runPhase(ROOMS_PHASES, "seed", {
+      home,
+      id: "gw-auth",
+      key: BENCH_KEY,
+      room: ROOM,
+      events: EVENTS,
+      textBytes: TEXT_BYTES,
+    });
     say(`seeded through group commit in ${fmt(seeded.secs, 1)} s (${fmt(seeded.rate)} events/s); log ends at seq ${fmt(seeded.latest)}`);
-    authority = await startGateway({ home, key: KEY, nodeArgs: NODE_ARGS });
+    authority = await startGateway({ home, key: BENCH_KEY, nodeArgs: NODE_ARGS });
     for (let s = 0; s < SAMPLES; s++) {
       note(`c: sample ${s + 1}/${SAMPLES}`);
       const replicaHome = tempDir("c-replica");
-      const replica = await startGateway({ home: replicaHome, id: `gw-replica-${s}`, key: KEY, nodeArgs: NODE_ARGS });
+      const replica = await startGateway({ home: replicaHome, id: `gw-replica-${s}`, key: BENCH_KEY, nodeArgs: NODE_ARGS });
       let ours;
       try {
-        ours = await measured("replicate", { replicaUrl: replica.url, fromUrl: authority.url, key: KEY, room: ROOM }, [authority, replica]);
+        ours = await measured("replicate", { replicaUrl: replica.url, fromUrl: authority.url, key: BENCH_KEY, room: ROOM }, [
+          authority,
+          replica,
+        ]);
       } finally {
         await replica.stop();
         rmSync(replicaHome, { recursive: true, force: true });
       }
-      const pull = await measured("pull-only", { url: authority.url, key: KEY, room: ROOM, limit: 5000 }, [authority]);
+      const pull = await measured("pull-only", { url: authority.url, key: BENCH_KEY, room: ROOM, limit: 5000 }, [authority]);
       const rawApply = {};
       for (const layout of RAW_LAYOUTS) {
         const applyDir = tempDir("c-raw-apply");
         try {
-          rawApply[layout] = await runPhase(PHASES, "raw-apply", {
+          rawApply[layout] = await runPhase(ROOMS_PHASES, "raw-apply", {
             from: home,
             room: ROOM,
             pageEvents: Math.round(pull.events / pull.pages),
@@ -361,7 +366,7 @@ async function partC() {
           rmSync(applyDir, { recursive: true, force: true });
         }
       }
-      const mirror = await runPhase(PHASES, "nats-mirror", { count: EVENTS });
+      const mirror = await runPhase(ROOMS_PHASES, "nats-mirror", { count: EVENTS });
       samples.push({ ours, pull, rawApply, mirror });
     }
   } finally {
@@ -411,25 +416,28 @@ async function partD() {
   header(`d. live tail: append on the authority → applied on a following replica, ${fmt(TAIL_RATE)} events/s for ${TAIL_SECONDS} s`);
   const authority = await gatewayWithRoom("d-authority", "gw-auth");
   const replicaHome = tempDir("d-replica");
-  const replica = await startGateway({ home: replicaHome, id: "gw-replica", key: KEY, nodeArgs: NODE_ARGS });
+  const replica = await startGateway({ home: replicaHome, id: "gw-replica", key: BENCH_KEY, nodeArgs: NODE_ARGS });
   try {
     const client = roomClient(replica.url);
     await new Promise((resolve, reject) => {
-      const stream = client.replicate({ room_id: ROOM, from: { url: authority.url, key: KEY, peer: "" }, follow: true }, authMetadata(KEY));
+      const stream = client.replicate(
+        { room_id: ROOM, from: { url: authority.url, key: BENCH_KEY, peer: "" }, follow: true },
+        authMetadata(BENCH_KEY),
+      );
       stream.on("data", () => undefined);
       stream.on("error", reject);
       stream.on("end", resolve);
     });
     client.close();
-    const cpuNow = () => Promise.all([authority, replica].map((gw) => gatewayCpuUsageMs(gw.http, KEY)));
+    const cpuNow = () => Promise.all([authority, replica].map((gw) => gatewayCpuUsageMs(gw.http, BENCH_KEY)));
     const split0 = await cpuNow();
-    const commits0 = await histogramTotals(authority.http, "hermes_room_append_batch_size", KEY);
+    const commits0 = await histogramTotals(authority.http, "hermes_room_append_batch_size", BENCH_KEY);
     const r = await measured(
       "tail",
       {
         authorityUrl: authority.url,
         replicaUrl: replica.url,
-        key: KEY,
+        key: BENCH_KEY,
         room: ROOM,
         rate: TAIL_RATE,
         seconds: TAIL_SECONDS,
@@ -442,7 +450,7 @@ async function partD() {
     say(`offered ${fmt(r.offeredRate)} events/s; ${fmt(r.measured)} events measured after 1 s of warm-up`);
     say(`durable ack on the authority     p50 ${ms(r.ackP50)}  p99 ${ms(r.ackP99)}  max ${ms(r.ackMax)}`);
     say(`applied on the replica (tail)    p50 ${ms(r.appliedP50)}  p99 ${ms(r.appliedP99)}  max ${ms(r.appliedMax)}   (goal: p99 < 20 ms)`);
-    const commits1 = await histogramTotals(authority.http, "hermes_room_append_batch_size", KEY);
+    const commits1 = await histogramTotals(authority.http, "hermes_room_append_batch_size", BENCH_KEY);
     const split1 = await cpuNow();
     const events = r.sent;
     const cpuLine = (i) => {
@@ -455,7 +463,12 @@ async function partD() {
     say(
       `the authority committed ${fmt(r.authorityCommits)} group commits for ${fmt(events)} events (${fmt(events / r.authorityCommits, 2)} per commit)`,
     );
-    const nats = await runPhase(PHASES, "nats-tail", { rate: TAIL_RATE, seconds: TAIL_SECONDS, warmupSeconds: 1, textBytes: TEXT_BYTES });
+    const nats = await runPhase(ROOMS_PHASES, "nats-tail", {
+      rate: TAIL_RATE,
+      seconds: TAIL_SECONDS,
+      warmupSeconds: 1,
+      textBytes: TEXT_BYTES,
+    });
     if (nats.finished !== "ok") say(`WARNING: not every message reached the JetStream mirror within 30 s (${nats.measured} measured)`);
     say(
       `JetStream, same pace: publish ack p50 ${ms(nats.ackP50)}  p99 ${ms(nats.ackP99)}; read from a mirror p50 ${ms(nats.appliedP50)}  p99 ${ms(nats.appliedP99)}  max ${ms(nats.appliedMax)}`,
