@@ -3,6 +3,7 @@
 // never passes or fails.
 //
 //   npm run build && npm run bench:quorum [-- --sends 50000 --window 1000 --samples 2 --failovers 3 --ttl 3 --json]
+//   npm run bench:quorum -- --parts throughput --samples 1 --profile /tmp/prof   # V8 profiles of the quorum gateways
 //
 // 1. Acknowledged sends/s and p50/p99 ack latency into one room, pipelined on the Append stream
 //    (`window` in flight, `text-bytes` per message), for:
@@ -45,6 +46,8 @@ const { values: opts } = parseArgs({
     "text-bytes": { type: "string", default: "200" },
     failovers: { type: "string", default: "3" },
     ttl: { type: "string", default: "3" },
+    /** Write a CPU profile of every quorum gateway process into this directory (node --cpu-prof). */
+    profile: { type: "string" },
     json: { type: "boolean", default: false },
   },
 });
@@ -56,6 +59,8 @@ const TEXT_BYTES = int("text-bytes");
 const FAILOVERS = int("failovers", 0);
 const TTL = int("ttl");
 const PARTS = new Set(opts.parts.split(",").map((p) => p.trim()));
+// `--profile DIR`: the quorum gateways write V8 CPU profiles there when they stop (where the ack path spends its time).
+const PROFILE_ARGS = opts.profile ? ["--cpu-prof", "--cpu-prof-dir", opts.profile] : [];
 const WARMUP = Math.min(10_000, Math.ceil(SENDS / 5));
 
 let gatewayModule;
@@ -148,6 +153,7 @@ async function quorumMesh(room) {
         id,
         key: BENCH_KEY,
         env: { HERMES_MESH_KEY: meshKey, HERMES_COORDINATOR: etcd.coordinator },
+        nodeArgs: PROFILE_ARGS,
       }),
     );
   };
@@ -193,9 +199,10 @@ async function quorumMesh(room) {
   }
 }
 
-const stream = (url, room) =>
+const stream = (url, room, serverPids) =>
   runPhase(ROOMS_PHASES, "append-stream", {
     url,
+    serverPids,
     key: BENCH_KEY,
     room,
     count: SENDS,
@@ -231,7 +238,7 @@ async function throughput() {
     const local = await localGateway(`bench-local-${s}`);
     let localResult;
     try {
-      localResult = await stream(local.url, `bench-local-${s}`);
+      localResult = await stream(local.url, `bench-local-${s}`, [local.servers[0].pid]);
     } finally {
       await local.destroy();
     }
@@ -239,7 +246,11 @@ async function throughput() {
     const q = await quorumMesh(`bench-quorum-${s}`);
     let quorumResult;
     try {
-      quorumResult = await stream(q.url("gw-a"), `bench-quorum-${s}`);
+      quorumResult = await stream(
+        q.url("gw-a"),
+        `bench-quorum-${s}`,
+        q.ids.map((id) => q.gateways.get(id).pid),
+      );
       quorumResult.isrAfter = (await q.state("gw-a")).replication?.isr ?? [];
     } finally {
       await q.destroy();
@@ -270,6 +281,23 @@ async function throughput() {
       `ack latency ${label.padEnd(13)} p50 ${ms(median(pick(k, "p50")))}  p99 ${ms(median(pick(k, "p99")))}   (samples: ${pick(k, "rate")
         .map((r) => fmt(r))
         .join(", ")} /s)`,
+    );
+  }
+  // Where the two cores go: CPU per acknowledged send of every process taking part (servers in start order).
+  const perSend = (k, f) => median(samples.map((x) => f(x[k]) / x[k].count)) * 1000;
+  for (const [k, label, servers] of [
+    ["local", "local", "gateway"],
+    ["quorum", "quorum", "gw-a (authority) / gw-b / gw-c"],
+    ["nats", "JetStream R3", "nats-server 1 / 2 / 3"],
+  ]) {
+    const serverCounts = samples[0][k].serverCpuMs.length;
+    const each = Array.from({ length: serverCounts }, (_, i) => perSend(k, (r) => r.serverCpuMs[i]));
+    const total = perSend(k, (r) => r.clientCpuMs + r.serverCpuMs.reduce((a, b) => a + b, 0));
+    say(
+      `CPU per acked send ${label.padEnd(13)} ${fmt(total, 1)} µs in all: client ${fmt(
+        perSend(k, (r) => r.clientCpuMs),
+        1,
+      )} µs, ` + `${servers} ${each.map((v) => `${fmt(v, 1)}`).join(" / ")} µs`,
     );
   }
   const isr = samples.map((x) => x.quorum.isrAfter.length);

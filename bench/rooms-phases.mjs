@@ -63,18 +63,25 @@ function unary(client, method, req, md) {
 // a. sends
 
 /** Pipelined sends on one RoomService.Append stream, `window` in flight. */
-async function appendStream({ url, key, room, count, window, textBytes, warmup }) {
+/** CPU milliseconds each of `pids` used while `run` ran (the servers' share of a timed phase). */
+async function serversCpu(pids, run) {
+  const before = pids.map(processCpuMs);
+  const result = await run();
+  return { result, serverCpuMs: pids.map((pid, i) => processCpuMs(pid) - before[i]) };
+}
+
+async function appendStream({ url, key, room, count, window, textBytes, warmup, serverPids = [] }) {
   const { gateway } = await load();
   const client = gateway.roomClient(url);
   const stream = new gateway.AppendStream(client, key);
   const send = (prefix) => (i) => stream.send({ room_id: room, event_id: `${prefix}${i}`, payload: { text: messageText(i, textBytes) } });
   await pipelined(warmup, window, send("warm-"));
   const cpu0 = cpuMs();
-  const { secs, latencies } = await pipelined(count, window, send("s-"));
+  const { result, serverCpuMs } = await serversCpu(serverPids, () => pipelined(count, window, send("s-")));
   const used = cpuMs() - cpu0;
   await stream.close();
   client.close();
-  return { ...summary(count, secs, latencies), clientCpuMs: used };
+  return { ...summary(count, result.secs, result.latencies), clientCpuMs: used, serverCpuMs };
 }
 
 /** Unary RoomService.Send calls, `concurrency` in flight. */
@@ -121,15 +128,15 @@ async function natsPublish({ count, window, textBytes, warmup, replicas = 1 }) {
   try {
     const jsm = await jetstreamManager(nats.nc);
     await jsm.streams.add({ name: "EVENTS", subjects: ["events.>"], storage: "file", num_replicas: replicas });
-    const js = jetstream(nats.nc);
+    const js = jetstream(replicas > 1 ? await nats.connectToLeader("EVENTS") : nats.nc);
     const encoder = new TextEncoder();
     const send = (i) => js.publish("events.room", encoder.encode(messageText(i, textBytes)));
     await pipelined(warmup, window, send);
     const cpu0 = cpuMs();
-    const { secs, latencies } = await pipelined(count, window, send);
+    const { result, serverCpuMs } = await serversCpu(nats.pids ?? [nats.pid], () => pipelined(count, window, send));
     const used = cpuMs() - cpu0;
     const stored = (await jsm.streams.info("EVENTS")).state.messages;
-    return { ...summary(count, secs, latencies), clientCpuMs: used, stored };
+    return { ...summary(count, result.secs, result.latencies), clientCpuMs: used, serverCpuMs, stored };
   } finally {
     await nats.stop();
   }

@@ -90,10 +90,24 @@ export async function startNatsCluster(size = 3) {
       await new Promise((r) => setTimeout(r, 200));
     }
   }
+  const leaderConnections = [];
   return {
     nc,
     pids: servers.map((s) => s.child.pid),
+    /**
+     * A connection to the server that leads `stream` only (as a client of our rooms sends to the
+     * room's authority): publishes then take no extra hop through a follower.
+     */
+    async connectToLeader(stream) {
+      const info = await jsm.streams.info(stream);
+      const index = servers.findIndex((_, i) => info.cluster?.leader === `bench-${i}`);
+      if (index < 0) throw new Error(`stream ${stream} has no leader among the bench servers (${info.cluster?.leader})`);
+      const leaderNc = await connectWithin(`127.0.0.1:${ports[index].client}`);
+      leaderConnections.push(leaderNc);
+      return leaderNc;
+    },
     async stop() {
+      for (const c of leaderConnections) await c.close();
       await nc.close();
       for (const s of servers) s.child.kill("SIGTERM");
       await Promise.all(servers.map((s) => s.exited));

@@ -43,7 +43,10 @@ interface Waiter {
 
 class LeadingRoom {
   readonly tracker: AckTracker;
-  readonly waiters: Waiter[] = [];
+  /** Appends waiting for their ack, in the order they committed (ascending seq, but for retries). */
+  waiters: Waiter[] = [];
+  /** A settle is queued for the end of this turn (the waiters of one commit are settled together). */
+  settleQueued = false;
   writing = false;
 
   constructor(
@@ -184,7 +187,20 @@ export class QuorumAcks implements QuorumGate {
     if (!room) return Promise.reject(notLeading(roomId, this.deps.coordinator.gatewayId));
     return new Promise<void>((resolve, reject) => {
       room.waiters.push({ seq, resolve, reject });
-      this.settle(room);
+      this.settleSoon(room);
+    });
+  }
+
+  /**
+   * One settle for all the waiters a commit adds (each append of a batch reaches `acknowledged` in
+   * the same turn): settling per waiter would walk every waiter once per append.
+   */
+  private settleSoon(room: LeadingRoom): void {
+    if (room.settleQueued) return;
+    room.settleQueued = true;
+    queueMicrotask(() => {
+      room.settleQueued = false;
+      if (this.leading.get(room.roomId) === room) this.settle(room);
     });
   }
 
@@ -239,7 +255,7 @@ export class QuorumAcks implements QuorumGate {
       else if (admission.kind === "refuse") w.reject(coordinatorRefusal(admission));
       else waiting.push(w);
     }
-    room.waiters.splice(0, room.waiters.length, ...waiting);
+    room.waiters = waiting;
     this.writeIsr(room);
   }
 
