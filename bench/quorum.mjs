@@ -3,7 +3,7 @@
 // never passes or fails.
 //
 //   npm run build && npm run bench:quorum [-- --sends 50000 --window 1000 --samples 2 --failovers 3 --ttl 3 --json]
-//   npm run bench:quorum -- --parts throughput --samples 1 --profile /tmp/prof   # V8 profiles of the quorum gateways
+//   npm run bench:quorum -- --parts throughput --samples 1 --profile /tmp/prof   # V8 profiles of the gateways
 //
 // 1. Acknowledged sends/s and p50/p99 ack latency into one room, pipelined on the Append stream
 //    (`window` in flight, `text-bytes` per message), for:
@@ -46,7 +46,7 @@ const { values: opts } = parseArgs({
     "text-bytes": { type: "string", default: "200" },
     failovers: { type: "string", default: "3" },
     ttl: { type: "string", default: "3" },
-    /** Write a CPU profile of every quorum gateway process into this directory (node --cpu-prof). */
+    /** Write a CPU profile of every gateway process into this directory (node --cpu-prof). */
     profile: { type: "string" },
     json: { type: "boolean", default: false },
   },
@@ -59,7 +59,7 @@ const TEXT_BYTES = int("text-bytes");
 const FAILOVERS = int("failovers", 0);
 const TTL = int("ttl");
 const PARTS = new Set(opts.parts.split(",").map((p) => p.trim()));
-// `--profile DIR`: the quorum gateways write V8 CPU profiles there when they stop (where the ack path spends its time).
+// `--profile DIR`: the gateways write V8 CPU profiles there when they stop (where the ack path spends its time).
 const PROFILE_ARGS = opts.profile ? ["--cpu-prof", "--cpu-prof-dir", opts.profile] : [];
 const WARMUP = Math.min(10_000, Math.ceil(SENDS / 5));
 
@@ -118,7 +118,7 @@ async function until(what, check, timeoutMs = 60_000) {
 
 async function localGateway(room) {
   const home = tempDir("local");
-  const gw = await startGateway({ home, id: "gw-local", key: BENCH_KEY });
+  const gw = await startGateway({ home, id: "gw-local", key: BENCH_KEY, nodeArgs: PROFILE_ARGS });
   await call(gw.url, "create", { room_id: room, name: "Bench", members: ROOM_MEMBERS });
   return {
     url: gw.url,

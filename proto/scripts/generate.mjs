@@ -2,7 +2,7 @@
 // Regenerates proto/src/gen from the .proto files with the npm `protoc` binary and ts-proto.
 // `--check` regenerates into a temporary folder and exits 1 when the committed code is stale.
 import { execFileSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
@@ -52,6 +52,28 @@ function generate(outDir) {
     ],
     { stdio: "inherit" },
   );
+  wrapSerializedBytes(outDir);
+}
+
+/**
+ * ts-proto serializes a gRPC message as `Buffer.from(T.encode(value).finish())`, which copies the
+ * bytes once more (Buffer.from of a Uint8Array copies). `finish()` returns a fresh array nobody else
+ * holds, so the generated code wraps it instead: no copy of every message on every call (a
+ * replication page is hundreds of KB).
+ */
+function wrapSerializedBytes(dir) {
+  for (const file of listFiles(dir)) {
+    if (!file.endsWith(".ts")) continue;
+    const path = join(dir, file);
+    const text = readFileSync(path, "utf8");
+    const wrapped = text.replace(/Buffer\.from\((\w+)\.encode\(value\)\.finish\(\)\)/g, "asBuffer($1.encode(value).finish())");
+    if (wrapped === text) continue;
+    const helper =
+      "\n/** The encoded bytes as a Buffer over the same memory (they are fresh: nothing else holds them). */\n" +
+      "function asBuffer(bytes: Uint8Array): Buffer {\n  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);\n}\n";
+    const at = wrapped.indexOf("\nexport const protobufPackage");
+    writeFileSync(path, `${wrapped.slice(0, at)}${helper}${wrapped.slice(at)}`);
+  }
 }
 
 function listFiles(dir, base = dir) {

@@ -19,6 +19,11 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 
+/** The encoded bytes as a Buffer over the same memory (they are fresh: nothing else holds them). */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
 export const protobufPackage = "hermes.v1";
 
 export const protobufFileName = "hermes/v1/delivery.proto";
@@ -1037,9 +1042,9 @@ export const DeliveryServiceService = {
     path: "/hermes.v1.DeliveryService/SendMessage" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: SendMessageRequest): Buffer => Buffer.from(SendMessageRequest.encode(value).finish()),
+    requestSerialize: (value: SendMessageRequest): Buffer => asBuffer(SendMessageRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): SendMessageRequest => SendMessageRequest.decode(value),
-    responseSerialize: (value: SendMessageReply): Buffer => Buffer.from(SendMessageReply.encode(value).finish()),
+    responseSerialize: (value: SendMessageReply): Buffer => asBuffer(SendMessageReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): SendMessageReply => SendMessageReply.decode(value),
   },
   /** The receipt of a delivery sent from or run on this gateway. */
@@ -1047,9 +1052,9 @@ export const DeliveryServiceService = {
     path: "/hermes.v1.DeliveryService/GetDelivery" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: GetDeliveryRequest): Buffer => Buffer.from(GetDeliveryRequest.encode(value).finish()),
+    requestSerialize: (value: GetDeliveryRequest): Buffer => asBuffer(GetDeliveryRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): GetDeliveryRequest => GetDeliveryRequest.decode(value),
-    responseSerialize: (value: Receipt): Buffer => Buffer.from(Receipt.encode(value).finish()),
+    responseSerialize: (value: Receipt): Buffer => asBuffer(Receipt.encode(value).finish()),
     responseDeserialize: (value: Buffer): Receipt => Receipt.decode(value),
   },
   listDeliveries: {
@@ -1057,9 +1062,9 @@ export const DeliveryServiceService = {
     requestStream: false as const,
     responseStream: false as const,
     requestSerialize: (value: ListDeliveriesRequest): Buffer =>
-      Buffer.from(ListDeliveriesRequest.encode(value).finish()),
+      asBuffer(ListDeliveriesRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): ListDeliveriesRequest => ListDeliveriesRequest.decode(value),
-    responseSerialize: (value: ListDeliveriesReply): Buffer => Buffer.from(ListDeliveriesReply.encode(value).finish()),
+    responseSerialize: (value: ListDeliveriesReply): Buffer => asBuffer(ListDeliveriesReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListDeliveriesReply => ListDeliveriesReply.decode(value),
   },
   /**
@@ -1072,9 +1077,9 @@ export const DeliveryServiceService = {
     path: "/hermes.v1.DeliveryService/Deliver" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: DeliverRequest): Buffer => Buffer.from(DeliverRequest.encode(value).finish()),
+    requestSerialize: (value: DeliverRequest): Buffer => asBuffer(DeliverRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): DeliverRequest => DeliverRequest.decode(value),
-    responseSerialize: (value: DeliverReply): Buffer => Buffer.from(DeliverReply.encode(value).finish()),
+    responseSerialize: (value: DeliverReply): Buffer => asBuffer(DeliverReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): DeliverReply => DeliverReply.decode(value),
   },
 } as const;

@@ -19,6 +19,11 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 
+/** The encoded bytes as a Buffer over the same memory (they are fresh: nothing else holds them). */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
 export const protobufPackage = "hermes.v1";
 
 export const protobufFileName = "hermes/v1/gateway.proto";
@@ -2688,36 +2693,36 @@ export const GatewayServiceService = {
     path: "/hermes.v1.GatewayService/Status" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: StatusRequest): Buffer => Buffer.from(StatusRequest.encode(value).finish()),
+    requestSerialize: (value: StatusRequest): Buffer => asBuffer(StatusRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): StatusRequest => StatusRequest.decode(value),
-    responseSerialize: (value: GatewayStatus): Buffer => Buffer.from(GatewayStatus.encode(value).finish()),
+    responseSerialize: (value: GatewayStatus): Buffer => asBuffer(GatewayStatus.encode(value).finish()),
     responseDeserialize: (value: Buffer): GatewayStatus => GatewayStatus.decode(value),
   },
   listProfiles: {
     path: "/hermes.v1.GatewayService/ListProfiles" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: ListProfilesRequest): Buffer => Buffer.from(ListProfilesRequest.encode(value).finish()),
+    requestSerialize: (value: ListProfilesRequest): Buffer => asBuffer(ListProfilesRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): ListProfilesRequest => ListProfilesRequest.decode(value),
-    responseSerialize: (value: ListProfilesReply): Buffer => Buffer.from(ListProfilesReply.encode(value).finish()),
+    responseSerialize: (value: ListProfilesReply): Buffer => asBuffer(ListProfilesReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListProfilesReply => ListProfilesReply.decode(value),
   },
   getProfile: {
     path: "/hermes.v1.GatewayService/GetProfile" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: GetProfileRequest): Buffer => Buffer.from(GetProfileRequest.encode(value).finish()),
+    requestSerialize: (value: GetProfileRequest): Buffer => asBuffer(GetProfileRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): GetProfileRequest => GetProfileRequest.decode(value),
-    responseSerialize: (value: Profile): Buffer => Buffer.from(Profile.encode(value).finish()),
+    responseSerialize: (value: Profile): Buffer => asBuffer(Profile.encode(value).finish()),
     responseDeserialize: (value: Buffer): Profile => Profile.decode(value),
   },
   createProfile: {
     path: "/hermes.v1.GatewayService/CreateProfile" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: CreateProfileRequest): Buffer => Buffer.from(CreateProfileRequest.encode(value).finish()),
+    requestSerialize: (value: CreateProfileRequest): Buffer => asBuffer(CreateProfileRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): CreateProfileRequest => CreateProfileRequest.decode(value),
-    responseSerialize: (value: Profile): Buffer => Buffer.from(Profile.encode(value).finish()),
+    responseSerialize: (value: Profile): Buffer => asBuffer(Profile.encode(value).finish()),
     responseDeserialize: (value: Buffer): Profile => Profile.decode(value),
   },
   /**
@@ -2728,18 +2733,18 @@ export const GatewayServiceService = {
     path: "/hermes.v1.GatewayService/RenameProfile" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: RenameProfileRequest): Buffer => Buffer.from(RenameProfileRequest.encode(value).finish()),
+    requestSerialize: (value: RenameProfileRequest): Buffer => asBuffer(RenameProfileRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): RenameProfileRequest => RenameProfileRequest.decode(value),
-    responseSerialize: (value: RenameProfileReply): Buffer => Buffer.from(RenameProfileReply.encode(value).finish()),
+    responseSerialize: (value: RenameProfileReply): Buffer => asBuffer(RenameProfileReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): RenameProfileReply => RenameProfileReply.decode(value),
   },
   deleteProfile: {
     path: "/hermes.v1.GatewayService/DeleteProfile" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: DeleteProfileRequest): Buffer => Buffer.from(DeleteProfileRequest.encode(value).finish()),
+    requestSerialize: (value: DeleteProfileRequest): Buffer => asBuffer(DeleteProfileRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): DeleteProfileRequest => DeleteProfileRequest.decode(value),
-    responseSerialize: (value: DeleteProfileReply): Buffer => Buffer.from(DeleteProfileReply.encode(value).finish()),
+    responseSerialize: (value: DeleteProfileReply): Buffer => asBuffer(DeleteProfileReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): DeleteProfileReply => DeleteProfileReply.decode(value),
   },
   /** Bot Mode metadata (profile.yaml) and title/description (config.yaml) as a JSON Merge Patch. */
@@ -2747,9 +2752,9 @@ export const GatewayServiceService = {
     path: "/hermes.v1.GatewayService/UpdateProfile" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: UpdateProfileRequest): Buffer => Buffer.from(UpdateProfileRequest.encode(value).finish()),
+    requestSerialize: (value: UpdateProfileRequest): Buffer => asBuffer(UpdateProfileRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): UpdateProfileRequest => UpdateProfileRequest.decode(value),
-    responseSerialize: (value: Profile): Buffer => Buffer.from(Profile.encode(value).finish()),
+    responseSerialize: (value: Profile): Buffer => asBuffer(Profile.encode(value).finish()),
     responseDeserialize: (value: Buffer): Profile => Profile.decode(value),
   },
   /** One turn in a session of a profile (the canonical Bot Chat unless session_id is set). */
@@ -2757,9 +2762,9 @@ export const GatewayServiceService = {
     path: "/hermes.v1.GatewayService/Chat" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: ChatRequest): Buffer => Buffer.from(ChatRequest.encode(value).finish()),
+    requestSerialize: (value: ChatRequest): Buffer => asBuffer(ChatRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): ChatRequest => ChatRequest.decode(value),
-    responseSerialize: (value: ChatReply): Buffer => Buffer.from(ChatReply.encode(value).finish()),
+    responseSerialize: (value: ChatReply): Buffer => asBuffer(ChatReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): ChatReply => ChatReply.decode(value),
   },
 } as const;
@@ -2925,9 +2930,9 @@ export const ControlServiceService = {
     requestStream: false as const,
     responseStream: false as const,
     requestSerialize: (value: MigrateIdentityRequest): Buffer =>
-      Buffer.from(MigrateIdentityRequest.encode(value).finish()),
+      asBuffer(MigrateIdentityRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): MigrateIdentityRequest => MigrateIdentityRequest.decode(value),
-    responseSerialize: (value: IdentityMigration): Buffer => Buffer.from(IdentityMigration.encode(value).finish()),
+    responseSerialize: (value: IdentityMigration): Buffer => asBuffer(IdentityMigration.encode(value).finish()),
     responseDeserialize: (value: Buffer): IdentityMigration => IdentityMigration.decode(value),
   },
 } as const;

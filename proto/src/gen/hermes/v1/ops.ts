@@ -19,6 +19,11 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 
+/** The encoded bytes as a Buffer over the same memory (they are fresh: nothing else holds them). */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
 export const protobufPackage = "hermes.v1";
 
 export const protobufFileName = "hermes/v1/ops.proto";
@@ -171,9 +176,9 @@ export const OpsServiceService = {
     path: "/hermes.v1.OpsService/Call" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: OpsCall): Buffer => Buffer.from(OpsCall.encode(value).finish()),
+    requestSerialize: (value: OpsCall): Buffer => asBuffer(OpsCall.encode(value).finish()),
     requestDeserialize: (value: Buffer): OpsCall => OpsCall.decode(value),
-    responseSerialize: (value: OpsAnswer): Buffer => Buffer.from(OpsAnswer.encode(value).finish()),
+    responseSerialize: (value: OpsAnswer): Buffer => asBuffer(OpsAnswer.encode(value).finish()),
     responseDeserialize: (value: Buffer): OpsAnswer => OpsAnswer.decode(value),
   },
 } as const;

@@ -19,6 +19,11 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 
+/** The encoded bytes as a Buffer over the same memory (they are fresh: nothing else holds them). */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
 export const protobufPackage = "hermes.v1";
 
 export const protobufFileName = "hermes/v1/peers.proto";
@@ -761,9 +766,9 @@ export const PeerServiceService = {
     path: "/hermes.v1.PeerService/Dm" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: DmRequest): Buffer => Buffer.from(DmRequest.encode(value).finish()),
+    requestSerialize: (value: DmRequest): Buffer => asBuffer(DmRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): DmRequest => DmRequest.decode(value),
-    responseSerialize: (value: RunReply): Buffer => Buffer.from(RunReply.encode(value).finish()),
+    responseSerialize: (value: RunReply): Buffer => asBuffer(RunReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): RunReply => RunReply.decode(value),
   },
   /**
@@ -775,9 +780,9 @@ export const PeerServiceService = {
     path: "/hermes.v1.PeerService/StartRun" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: StartRunRequest): Buffer => Buffer.from(StartRunRequest.encode(value).finish()),
+    requestSerialize: (value: StartRunRequest): Buffer => asBuffer(StartRunRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): StartRunRequest => StartRunRequest.decode(value),
-    responseSerialize: (value: RunReply): Buffer => Buffer.from(RunReply.encode(value).finish()),
+    responseSerialize: (value: RunReply): Buffer => asBuffer(RunReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): RunReply => RunReply.decode(value),
   },
   /** A run by id, optionally waiting up to wait_seconds for it to end. */
@@ -785,9 +790,9 @@ export const PeerServiceService = {
     path: "/hermes.v1.PeerService/GetRun" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: GetRunRequest): Buffer => Buffer.from(GetRunRequest.encode(value).finish()),
+    requestSerialize: (value: GetRunRequest): Buffer => asBuffer(GetRunRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): GetRunRequest => GetRunRequest.decode(value),
-    responseSerialize: (value: Run): Buffer => Buffer.from(Run.encode(value).finish()),
+    responseSerialize: (value: Run): Buffer => asBuffer(Run.encode(value).finish()),
     responseDeserialize: (value: Buffer): Run => Run.decode(value),
   },
   /**
@@ -798,9 +803,9 @@ export const PeerServiceService = {
     path: "/hermes.v1.PeerService/StopRun" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: StopRunRequest): Buffer => Buffer.from(StopRunRequest.encode(value).finish()),
+    requestSerialize: (value: StopRunRequest): Buffer => asBuffer(StopRunRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): StopRunRequest => StopRunRequest.decode(value),
-    responseSerialize: (value: Run): Buffer => Buffer.from(Run.encode(value).finish()),
+    responseSerialize: (value: Run): Buffer => asBuffer(Run.encode(value).finish()),
     responseDeserialize: (value: Buffer): Run => Run.decode(value),
   },
 } as const;

@@ -19,6 +19,11 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 
+/** The encoded bytes as a Buffer over the same memory (they are fresh: nothing else holds them). */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
 export const protobufPackage = "hermes.v1";
 
 export const protobufFileName = "hermes/v1/quorum.proto";
@@ -211,9 +216,9 @@ export const QuorumServiceService = {
     path: "/hermes.v1.QuorumService/Ack" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: ReplicaAck): Buffer => Buffer.from(ReplicaAck.encode(value).finish()),
+    requestSerialize: (value: ReplicaAck): Buffer => asBuffer(ReplicaAck.encode(value).finish()),
     requestDeserialize: (value: Buffer): ReplicaAck => ReplicaAck.decode(value),
-    responseSerialize: (value: ReplicaAckReply): Buffer => Buffer.from(ReplicaAckReply.encode(value).finish()),
+    responseSerialize: (value: ReplicaAckReply): Buffer => asBuffer(ReplicaAckReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): ReplicaAckReply => ReplicaAckReply.decode(value),
   },
 } as const;

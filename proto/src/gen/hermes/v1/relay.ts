@@ -24,6 +24,11 @@ import {
 } from "@grpc/grpc-js";
 import { DeliveryEnvelope, Receipt } from "./delivery.js";
 
+/** The encoded bytes as a Buffer over the same memory (they are fresh: nothing else holds them). */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
 export const protobufPackage = "hermes.v1";
 
 export const protobufFileName = "hermes/v1/relay.proto";
@@ -2779,9 +2784,9 @@ export const RelayServiceService = {
     path: "/hermes.v1.RelayService/Connect" as const,
     requestStream: true as const,
     responseStream: true as const,
-    requestSerialize: (value: GatewayFrame): Buffer => Buffer.from(GatewayFrame.encode(value).finish()),
+    requestSerialize: (value: GatewayFrame): Buffer => asBuffer(GatewayFrame.encode(value).finish()),
     requestDeserialize: (value: Buffer): GatewayFrame => GatewayFrame.decode(value),
-    responseSerialize: (value: RelayFrame): Buffer => Buffer.from(RelayFrame.encode(value).finish()),
+    responseSerialize: (value: RelayFrame): Buffer => asBuffer(RelayFrame.encode(value).finish()),
     responseDeserialize: (value: Buffer): RelayFrame => RelayFrame.decode(value),
   },
   /**
@@ -2792,9 +2797,9 @@ export const RelayServiceService = {
     path: "/hermes.v1.RelayService/Tunnel" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: TunnelRequest): Buffer => Buffer.from(TunnelRequest.encode(value).finish()),
+    requestSerialize: (value: TunnelRequest): Buffer => asBuffer(TunnelRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): TunnelRequest => TunnelRequest.decode(value),
-    responseSerialize: (value: TunnelReply): Buffer => Buffer.from(TunnelReply.encode(value).finish()),
+    responseSerialize: (value: TunnelReply): Buffer => asBuffer(TunnelReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): TunnelReply => TunnelReply.decode(value),
   },
   /** The same for streaming methods (`groups.subscribe`): one reply per item. */
@@ -2802,9 +2807,9 @@ export const RelayServiceService = {
     path: "/hermes.v1.RelayService/TunnelStream" as const,
     requestStream: false as const,
     responseStream: true as const,
-    requestSerialize: (value: TunnelRequest): Buffer => Buffer.from(TunnelRequest.encode(value).finish()),
+    requestSerialize: (value: TunnelRequest): Buffer => asBuffer(TunnelRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): TunnelRequest => TunnelRequest.decode(value),
-    responseSerialize: (value: TunnelReply): Buffer => Buffer.from(TunnelReply.encode(value).finish()),
+    responseSerialize: (value: TunnelReply): Buffer => asBuffer(TunnelReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): TunnelReply => TunnelReply.decode(value),
   },
 } as const;
@@ -2879,18 +2884,18 @@ export const RelayAdminServiceService = {
     path: "/hermes.v1.RelayAdminService/AddKey" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: AddKeyRequest): Buffer => Buffer.from(AddKeyRequest.encode(value).finish()),
+    requestSerialize: (value: AddKeyRequest): Buffer => asBuffer(AddKeyRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): AddKeyRequest => AddKeyRequest.decode(value),
-    responseSerialize: (value: AddKeyReply): Buffer => Buffer.from(AddKeyReply.encode(value).finish()),
+    responseSerialize: (value: AddKeyReply): Buffer => asBuffer(AddKeyReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): AddKeyReply => AddKeyReply.decode(value),
   },
   listKeys: {
     path: "/hermes.v1.RelayAdminService/ListKeys" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: ListKeysRequest): Buffer => Buffer.from(ListKeysRequest.encode(value).finish()),
+    requestSerialize: (value: ListKeysRequest): Buffer => asBuffer(ListKeysRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): ListKeysRequest => ListKeysRequest.decode(value),
-    responseSerialize: (value: ListKeysReply): Buffer => Buffer.from(ListKeysReply.encode(value).finish()),
+    responseSerialize: (value: ListKeysReply): Buffer => asBuffer(ListKeysReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListKeysReply => ListKeysReply.decode(value),
   },
   /** Revokes a connection's key and disconnects it. */
@@ -2898,18 +2903,18 @@ export const RelayAdminServiceService = {
     path: "/hermes.v1.RelayAdminService/RevokeKey" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: RevokeKeyRequest): Buffer => Buffer.from(RevokeKeyRequest.encode(value).finish()),
+    requestSerialize: (value: RevokeKeyRequest): Buffer => asBuffer(RevokeKeyRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): RevokeKeyRequest => RevokeKeyRequest.decode(value),
-    responseSerialize: (value: RevokeKeyReply): Buffer => Buffer.from(RevokeKeyReply.encode(value).finish()),
+    responseSerialize: (value: RevokeKeyReply): Buffer => asBuffer(RevokeKeyReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): RevokeKeyReply => RevokeKeyReply.decode(value),
   },
   status: {
     path: "/hermes.v1.RelayAdminService/Status" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: RelayStatusRequest): Buffer => Buffer.from(RelayStatusRequest.encode(value).finish()),
+    requestSerialize: (value: RelayStatusRequest): Buffer => asBuffer(RelayStatusRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): RelayStatusRequest => RelayStatusRequest.decode(value),
-    responseSerialize: (value: RelayStatus): Buffer => Buffer.from(RelayStatus.encode(value).finish()),
+    responseSerialize: (value: RelayStatus): Buffer => asBuffer(RelayStatus.encode(value).finish()),
     responseDeserialize: (value: Buffer): RelayStatus => RelayStatus.decode(value),
   },
 } as const;

@@ -21,6 +21,11 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 
+/** The encoded bytes as a Buffer over the same memory (they are fresh: nothing else holds them). */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
 export const protobufPackage = "grpc.health.v1";
 
 export const protobufFileName = "grpc/health/v1/health.proto";
@@ -354,27 +359,27 @@ export const HealthService = {
     path: "/grpc.health.v1.Health/Check" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: HealthCheckRequest): Buffer => Buffer.from(HealthCheckRequest.encode(value).finish()),
+    requestSerialize: (value: HealthCheckRequest): Buffer => asBuffer(HealthCheckRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): HealthCheckRequest => HealthCheckRequest.decode(value),
-    responseSerialize: (value: HealthCheckResponse): Buffer => Buffer.from(HealthCheckResponse.encode(value).finish()),
+    responseSerialize: (value: HealthCheckResponse): Buffer => asBuffer(HealthCheckResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): HealthCheckResponse => HealthCheckResponse.decode(value),
   },
   list: {
     path: "/grpc.health.v1.Health/List" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: HealthListRequest): Buffer => Buffer.from(HealthListRequest.encode(value).finish()),
+    requestSerialize: (value: HealthListRequest): Buffer => asBuffer(HealthListRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): HealthListRequest => HealthListRequest.decode(value),
-    responseSerialize: (value: HealthListResponse): Buffer => Buffer.from(HealthListResponse.encode(value).finish()),
+    responseSerialize: (value: HealthListResponse): Buffer => asBuffer(HealthListResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): HealthListResponse => HealthListResponse.decode(value),
   },
   watch: {
     path: "/grpc.health.v1.Health/Watch" as const,
     requestStream: false as const,
     responseStream: true as const,
-    requestSerialize: (value: HealthCheckRequest): Buffer => Buffer.from(HealthCheckRequest.encode(value).finish()),
+    requestSerialize: (value: HealthCheckRequest): Buffer => asBuffer(HealthCheckRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): HealthCheckRequest => HealthCheckRequest.decode(value),
-    responseSerialize: (value: HealthCheckResponse): Buffer => Buffer.from(HealthCheckResponse.encode(value).finish()),
+    responseSerialize: (value: HealthCheckResponse): Buffer => asBuffer(HealthCheckResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): HealthCheckResponse => HealthCheckResponse.decode(value),
   },
 } as const;
