@@ -30,6 +30,7 @@ export const CORE_TESTS = [
   "services/*/test/layers.test.ts",
   "proto/test/generated-current.test.ts",
   "infra/test/k8s-manifests.test.ts",
+  "infra/test/image-entrypoint.test.ts",
   "scripts/test/repository-stands-alone.test.ts",
   "test/projects.test.ts",
 ];

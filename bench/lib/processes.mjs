@@ -61,8 +61,11 @@ function tail(text, n = 2000) {
  * `kill9()`. `nodeArgs` go to node itself (e.g. `--cpu-prof` to see where a gateway spends its time),
  * `args` to `gateway start` (e.g. `--coordinator etcd://…`).
  */
-export function startGateway({ home, id, key, env = {}, nodeArgs = [], args: extraArgs = [] }) {
+export async function startGateway({ home, id, key, env = {}, nodeArgs = [], args: extraArgs = [] }) {
+  // Started as `hermes up` and the images start a gateway: with the daemons' node flags.
+  const { DAEMON_NODE_FLAGS } = await import(`${ROOT}services/common/dist/pure/index.js`);
   const args = [
+    ...DAEMON_NODE_FLAGS,
     ...nodeArgs,
     HERMES_BIN,
     "--home",

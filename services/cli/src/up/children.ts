@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createWriteStream, type WriteStream } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { HermesError } from "@hermes/common/client";
+import { DAEMON_NODE_FLAGS, HermesError } from "@hermes/common/client";
 
 /**
  * The daemons of `hermes up` as child processes of the same built CLI. Each runs in its own process
@@ -59,7 +59,11 @@ export class Child {
     for (const name of INHERITED_OVERRIDES) delete env[name];
     this.log = createWriteStream(spec.logFile, { flags: "a", mode: 0o600 });
     this.log.write(`--- ${new Date().toISOString()} hermes ${spec.args.join(" ")}\n`);
-    this.process = spawn(process.execPath, [HERMES_BIN, ...spec.args], { env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+    this.process = spawn(process.execPath, [...DAEMON_NODE_FLAGS, HERMES_BIN, ...spec.args], {
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    });
     this.exited = new Promise((resolve) => this.process.once("exit", (code, signal) => resolve({ code, signal })));
     void this.exited.then(() => this.log.end());
     for (const stream of [this.process.stdout!, this.process.stderr!]) {

@@ -7,6 +7,7 @@
 export * from "./backoff.js";
 export * from "./clock.js";
 export * from "./config.js";
+export * from "./daemon-flags.js";
 export * from "./errors.js";
 export * from "./lanes.js";
 export * from "./names.js";
