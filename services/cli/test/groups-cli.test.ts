@@ -62,6 +62,11 @@ describe("hermes groups", () => {
     const oneMember = await onA(["groups", "create", "--name", "X", "--members", "alice"]);
     expect(oneMember.code).toBe(2);
     expect(oneMember.stderr).toMatch(/2–6 members/);
+    // An empty message is the user's text, not an API field: said in the CLI's words.
+    const empty = await onA(["groups", "send", "demo", ""]);
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toMatch(/the message is empty; give the text to send/);
+    expect(empty.stderr).not.toMatch(/payload/);
     const unreachable = await onB(["groups", "replicate", "demo", "--from", "grpc://127.0.0.1:1", "--from-key", TEST_KEY]);
     expect(unreachable.code).toBe(1);
     const missing = await onB(["groups", "state", "nope"]);

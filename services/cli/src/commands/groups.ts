@@ -262,6 +262,9 @@ export function registerGroupsCommands(program: Command, run: CommandRunner): vo
     .option("--expect-seq <n>", "refuse unless the room's log ends at this seq (optimistic concurrency)")
     .action(
       run(async (ctx, roomId: string, text: string, o: { eventId?: string; thread?: string; expectSeq?: string }) => {
+        if (text === "") {
+          throw new HermesError("invalid_params", `the message is empty; give the text to send, e.g. hermes groups send ${roomId} "hello @all"`);
+        }
         const c = rooms(ctx);
         const r = await ctx.call(c, c.send, {
           room_id: roomId,
