@@ -263,7 +263,10 @@ export function registerGroupsCommands(program: Command, run: CommandRunner): vo
     .action(
       run(async (ctx, roomId: string, text: string, o: { eventId?: string; thread?: string; expectSeq?: string }) => {
         if (text === "") {
-          throw new HermesError("invalid_params", `the message is empty; give the text to send, e.g. hermes groups send ${roomId} "hello @all"`);
+          throw new HermesError(
+            "invalid_params",
+            `the message is empty; give the text to send, e.g. hermes groups send ${roomId} "hello @all"`,
+          );
         }
         const c = rooms(ctx);
         const r = await ctx.call(c, c.send, {
