@@ -2,8 +2,9 @@ import type { Command } from "commander";
 
 /**
  * Shell completion scripts generated from the command tree (commander 14 has none built in):
- * for every command path, its subcommands and its options (with the global ones). The scripts
- * walk the words typed so far to find the path, then offer what that command takes.
+ * for every command path, its subcommands and its options (with the global ones); after `-p` /
+ * `--profile`, the profiles of the home. The scripts walk the words typed so far to find the path,
+ * then offer what that command takes.
  */
 
 interface Node {
@@ -38,7 +39,20 @@ function nodes(program: Command): Node[] {
  */
 function lookups(name: string, list: Node[]): string {
   const arms = (pick: (n: Node) => string[]) => list.map((n) => `    "${n.path}") echo "${pick(n).join(" ")}" ;;`).join("\n");
-  return `_${name}_subcommands() {
+  // Profile names for -p/--profile: the folders under the home the words name (--home), else
+  // HERMES_HOME, else ~/.hermes. Names are validated ([a-z0-9][a-z0-9_-]*), so printing them is safe;
+  // hidden folders (staging copies) are not listed.
+  return `_${name}_profiles() {
+  local home="\${HERMES_HOME:-$HOME/.hermes}" prev="" w d
+  for w in "$@"; do
+    [[ "$prev" == "--home" ]] && home="$w"
+    prev="$w"
+  done
+  ls -1 "$home/profiles" 2>/dev/null | while read -r d; do
+    case "$d" in [a-z0-9]*) echo "$d" ;; esac
+  done
+}
+_${name}_subcommands() {
   case "$1" in
 ${arms((n) => n.subcommands)}
   esac
@@ -62,8 +76,9 @@ _${name}() {
     [[ "$w" == -* ]] && continue
     if [[ " $(_${name}_subcommands "$cmdpath") " == *" $w "* ]]; then cmdpath="\${cmdpath:+$cmdpath }$w"; fi
   done
-  local words
-  if [[ "$cur" == -* ]]; then words="$(_${name}_options "$cmdpath")"; else words="$(_${name}_subcommands "$cmdpath")"; fi
+  local words prev="\${COMP_WORDS[COMP_CWORD-1]}"
+  if [[ "$prev" == "-p" || "$prev" == "--profile" ]]; then words="$(_${name}_profiles "\${COMP_WORDS[@]}")"
+  elif [[ "$cur" == -* ]]; then words="$(_${name}_options "$cmdpath")"; else words="$(_${name}_subcommands "$cmdpath")"; fi
   COMPREPLY=($(compgen -W "$words" -- "$cur"))
 }
 complete -F _${name} ${name}
@@ -85,7 +100,9 @@ _${name}() {
     subs=(\${=$(_${name}_subcommands "$cmdpath")})
     if (( \${subs[(Ie)$w]} )); then cmdpath="\${cmdpath:+$cmdpath }$w"; fi
   done
-  if [[ "\${words[CURRENT]}" == -* ]]; then
+  if [[ "\${words[CURRENT-1]}" == "-p" || "\${words[CURRENT-1]}" == "--profile" ]]; then
+    compadd -- \${(f)"$(_${name}_profiles "\${words[@]}")"}
+  elif [[ "\${words[CURRENT]}" == -* ]]; then
     compadd -- \${=$(_${name}_options "$cmdpath")}
   else
     compadd -- \${=$(_${name}_subcommands "$cmdpath")}

@@ -216,6 +216,10 @@ describe("hermes completion and console link", () => {
     expect(await bashComplete(scriptFile, ["hermes", "--home", "x", "groups", "promote", "--a"])).toEqual(["--allow-incomplete"]);
     expect(await bashComplete(scriptFile, ["hermes", "wait", ""])).toEqual(["room"]);
     expect(await bashComplete(scriptFile, ["hermes", "check", "--pro"])).toEqual(["--prometheus", "--profile"]);
+    // After -p / --profile: the profiles of the home the words name, not subcommands.
+    expect(await bashComplete(scriptFile, ["hermes", "--home", homeA, "-p", ""])).toEqual(["alice", "bob"]);
+    expect(await bashComplete(scriptFile, ["hermes", "--home", homeA, "chat", "--profile", "al"])).toEqual(["alice"]);
+    expect(await bashComplete(scriptFile, ["hermes", "--home", join(homeA, "nowhere"), "-p", ""])).toEqual([]);
     const zsh = await hermes(["completion", "zsh"]);
     expect(zsh.code).toBe(0);
     expect(zsh.stdout).toMatch(/^#compdef hermes/);
