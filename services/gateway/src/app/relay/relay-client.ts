@@ -341,6 +341,18 @@ export class RelayClient {
     const id = frame.envelope.delivery_id;
     const existing = this.pending.get(id);
     if (existing) return existing.promise;
+    // Until the relay takes it, the envelope's own TTL bounds the wait (the relay would expire it too).
+    const expires = Date.parse(frame.envelope.created_at) + frame.envelope.ttl_seconds * 1000;
+    const untilExpiry = Math.max(0, expires - this.options.clock.now());
+    if (untilExpiry === 0) {
+      // A retry that starts after the TTL ran out: nothing to do with the relay, so it is not blamed.
+      return Promise.reject(
+        new HermesError(
+          "queued_expired",
+          `the delivery's TTL of ${frame.envelope.ttl_seconds} s ran out (created ${frame.envelope.created_at}) before this attempt; nothing was sent`,
+        ),
+      );
+    }
     let resolve!: (r: WireReceipt) => void;
     let reject!: (e: HermesError) => void;
     const promise = new Promise<WireReceipt>((res, rej) => {
@@ -348,9 +360,6 @@ export class RelayClient {
       reject = rej;
     });
     const p: PendingSend = { frame, acked: false, promise, resolve, reject, timer: undefined };
-    // Until the relay takes it, the envelope's own TTL bounds the wait (the relay would expire it too).
-    const expires = Date.parse(frame.envelope.created_at) + frame.envelope.ttl_seconds * 1000;
-    const untilExpiry = Math.max(0, expires - this.options.clock.now());
     p.timer = setTimeout(() => {
       if (p.acked) return;
       this.settle(
