@@ -1,5 +1,5 @@
 import { type HermesError, toHermesError } from "@hermes/common";
-import type { LogPage, PackedLogPage } from "../../core/rooms/index.js";
+import { decodeRun, type LogPage, type PackedLogPage, type PrevPointer } from "../../core/rooms/index.js";
 
 /** A page of either encoding. */
 export type AnyPage = LogPage | PackedLogPage;
@@ -8,9 +8,23 @@ function eventCount(page: AnyPage): number {
   return "packed" in page ? page.packed.reduce((n, run) => n + run.ends.length, 0) : page.events.length;
 }
 
+/** The last event of a page (what the next page's `prev` is), or null for an empty page. */
+function lastEvent(page: AnyPage): PrevPointer | null {
+  if (!("packed" in page)) {
+    const last = page.events.at(-1);
+    return last === undefined ? null : { seq: last.seq, epoch: last.epoch, hash: last.hash };
+  }
+  const run = page.packed.at(-1);
+  if (run === undefined || run.ends.length === 0) return null;
+  const [last] = decodeRun(page.room_id, run, run.ends.length - 1, run.ends.length);
+  return last === undefined ? null : { seq: last.seq, epoch: last.epoch, hash: last.hash };
+}
+
 /** Who wants to hear that a room's log or authority changed on this gateway. */
 export class RoomChanges {
   private readonly listeners = new Map<string, Set<() => void>>();
+  /** Per room, how often stored events were replaced (a replica's divergence): events seen before may be gone. */
+  private readonly rewrites = new Map<string, number>();
 
   on(roomId: string, listener: () => void): () => void {
     let set = this.listeners.get(roomId);
@@ -25,9 +39,16 @@ export class RoomChanges {
     };
   }
 
-  notify(roomId: string): void {
+  /** `rewritten`: events already stored were replaced (not only appended to), so what a reader kept of them is stale. */
+  notify(roomId: string, rewritten = false): void {
+    if (rewritten) this.rewrites.set(roomId, (this.rewrites.get(roomId) ?? 0) + 1);
     const set = this.listeners.get(roomId);
     if (set) for (const listener of [...set]) listener();
+  }
+
+  /** Changes whenever stored events of the room are replaced: a reader's copy of them is valid while this stays. */
+  rewriteCount(roomId: string): number {
+    return this.rewrites.get(roomId) ?? 0;
   }
 
   get subscribers(): number {
@@ -46,17 +67,24 @@ export interface PageSink<P extends AnyPage = AnyPage> {
   end(error?: HermesError): void;
 }
 
-/** Reads a page of the room after `since` (throws a typed error: cursor_conflict, not_authority, …). */
-export type PageReader = (since: number, first: boolean) => AnyPage;
+/**
+ * Reads a page of the room after `since` (throws a typed error: cursor_conflict, not_authority, …).
+ * `prev` is the stored event at `since` when the caller still holds it (the last event of the page
+ * it sent before), so the reader need not read it again; null: read it from the store.
+ */
+export type PageReader = (since: number, prev: PrevPointer | null) => AnyPage;
 
 /**
  * One live tail (`groups.subscribe`): a handshake page from since_seq, then pages of whatever
  * commits, read back from the store after each commit, so the subscriber sees exactly the durable
  * log, in order, with no gap, whatever the batching. A slow subscriber gets bigger pages, not an
- * unbounded buffer: nothing is read while its transport is full.
+ * unbounded buffer: nothing is read while its transport is full. The last event sent is kept as the
+ * next page's `prev` (one store read less per page), until stored events are rewritten.
  */
 export class TailSubscription {
   private cursor: number;
+  /** The event at `cursor` as last sent, and the room's rewrite count then; null: read it from the store. */
+  private prev: { event: PrevPointer; rewrites: number } | null = null;
   private pumping = false;
   private dirty = false;
   private first = true;
@@ -64,8 +92,8 @@ export class TailSubscription {
   private readonly unlisten: () => void;
 
   constructor(
-    changes: RoomChanges,
-    roomId: string,
+    private readonly changes: RoomChanges,
+    private readonly roomId: string,
     since: number,
     private readonly read: PageReader,
     private readonly sink: PageSink,
@@ -104,10 +132,14 @@ export class TailSubscription {
     do {
       this.dirty = false;
       while (!this.closed) {
-        const page = this.read(this.cursor, this.first);
+        const rewrites = this.changes.rewriteCount(this.roomId);
+        const prev = this.prev !== null && this.prev.rewrites === rewrites && this.prev.event.seq === this.cursor ? this.prev.event : null;
+        const page = this.read(this.cursor, prev);
         if (eventCount(page) === 0 && !this.first) break;
         this.first = false;
         this.cursor = page.cursor;
+        const last = lastEvent(page);
+        if (last !== null) this.prev = { event: last, rewrites };
         if (!this.sink.send(page)) await this.sink.drained();
         if (!page.has_more) break;
       }

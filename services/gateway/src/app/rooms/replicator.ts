@@ -21,7 +21,14 @@ import {
 } from "../../core/rooms/index.js";
 import type { RoomsStore } from "../../store/rooms-store.js";
 import { Events } from "../events.js";
-import { describeSpec, type RepostMessage, type RoomSource, type RoomSourceFactory, type SourceSpec } from "./room-source.js";
+import {
+  describeSpec,
+  joinWaitingPages,
+  type RepostMessage,
+  type RoomSource,
+  type RoomSourceFactory,
+  type SourceSpec,
+} from "./room-source.js";
 import type { RoomsMetrics } from "./rooms-metrics.js";
 
 export interface ReplicateProgress {
@@ -56,8 +63,8 @@ export interface ReplicatorDeps {
   metrics: RoomsMetrics;
   logger: Logger;
   now: () => string;
-  /** After events were applied (live tail of this gateway's own subscribers). */
-  applied(roomId: string): void;
+  /** After events were applied (live tail of this gateway's own subscribers); `rewritten`: stored events were replaced (a divergence). */
+  applied(roomId: string, rewritten: boolean): void;
   /** Self-fencing on an authority learned from a source's answer. */
   observe(roomId: string, authority: Authority): void;
   pageLimit?: number;
@@ -135,7 +142,7 @@ export class Replicator {
     const { metrics } = this.deps;
     if (decision.kind === "apply" || decision.kind === "diverged") {
       metrics.replicated.inc(decision.events.length);
-      this.deps.applied(roomId);
+      this.deps.applied(roomId, decision.kind === "diverged");
     }
     if (decision.kind === "diverged" && decision.divergence.markers_only) {
       // A handover marker of an earlier version's demote: a clean move, not a split brain.
@@ -316,7 +323,7 @@ export class Replicator {
             signal?.addEventListener("abort", onAbort, { once: true });
             stop.signal.addEventListener("abort", () => signal?.removeEventListener("abort", onAbort), { once: true });
             const stream = source.subscribe({ room_id: roomId, since_seq: effect.since_seq, known: known() }, stop.signal);
-            tail = { iterator: stream[Symbol.asyncIterator](), stop };
+            tail = { iterator: joinWaitingPages(stream, this.pageLimit), stop };
             onPhase("tailing", null);
             break;
           }

@@ -1,7 +1,7 @@
 import type { ClientReadableStream } from "@grpc/grpc-js";
 import { type ChannelOptions, PeerChannel } from "@hermes/common";
 import { RoomServiceClient, type LogPage as WireLogPage } from "@hermes/proto/hermes/v1/rooms";
-import type { Authority, LogPage, RoomEvent } from "../../core/rooms/index.js";
+import { type Authority, concatRuns, type LogPage, type RoomEvent } from "../../core/rooms/index.js";
 import type { PeerDirectory } from "../peers/peer-directory.js";
 import { fromWireEvent, fromWirePage } from "./wire.js";
 
@@ -40,6 +40,86 @@ export interface SourceSubscribeRequest {
   room_id: string;
   since_seq: number;
   known?: Authority | undefined;
+}
+
+/** Pages of a live tail that arrived while the replica was busy and may wait to be joined (the rest wait in the transport). */
+const MAX_WAITING_PAGES = 64;
+
+/** `b` continues `a` under the same authority, and the two hold at most `maxEvents`. */
+function continues(a: LogPage, b: LogPage, maxEvents: number): boolean {
+  const last = a.events.at(-1);
+  return (
+    last !== undefined &&
+    b.events[0]!.seq === last.seq + 1 &&
+    a.events.length + b.events.length <= maxEvents &&
+    b.room_id === a.room_id &&
+    b.authority.gateway_id === a.authority.gateway_id &&
+    b.authority.epoch === a.authority.epoch &&
+    b.prev !== null &&
+    b.prev.seq === last.seq &&
+    b.prev.epoch === last.epoch &&
+    b.prev.hash === last.hash
+  );
+}
+
+/** One page of `a`'s events then `b`'s, framed as `b` (the newer latest_seq and lineage), with `a`'s prev. */
+function joinPages(a: LogPage, b: LogPage): LogPage {
+  return {
+    ...b,
+    events: [...a.events, ...b.events],
+    prev: a.prev,
+    tuples: a.tuples && b.tuples ? concatRuns([a.tuples, b.tuples]) : undefined,
+  };
+}
+
+/**
+ * A live tail as a replica applies it: pages are read from the transport as they arrive, and those
+ * that arrived while the previous one was being applied are joined into one (contiguous events of
+ * one authority, at most `maxEvents`), so a replica that falls behind commits once for all of them
+ * instead of once per authority commit. A page that arrives while the replica waits is handed over
+ * at once, alone; the end or failure of the transport is passed on after the pages before it.
+ */
+export function joinWaitingPages(pages: AsyncIterable<LogPage>, maxEvents: number): AsyncIterator<LogPage> {
+  const source = pages[Symbol.asyncIterator]();
+  const waiting: LogPage[] = [];
+  let end: { failed: false } | { failed: true; error: unknown } | null = null;
+  let arrived: (() => void) | null = null;
+  let taken: (() => void) | null = null;
+  const wakeConsumer = () => {
+    arrived?.();
+    arrived = null;
+  };
+  const readAll = async () => {
+    try {
+      for (;;) {
+        if (waiting.length >= MAX_WAITING_PAGES) await new Promise<void>((resolve) => (taken = resolve));
+        const next = await source.next();
+        if (next.done) break;
+        waiting.push(next.value);
+        wakeConsumer();
+      }
+      end = { failed: false };
+    } catch (error) {
+      end = { failed: true, error };
+    }
+    wakeConsumer();
+  };
+  void readAll();
+  return {
+    async next(): Promise<IteratorResult<LogPage>> {
+      while (waiting.length === 0 && end === null) await new Promise<void>((resolve) => (arrived = resolve));
+      let page = waiting.shift();
+      if (page === undefined) {
+        const ended = end as { failed: false } | { failed: true; error: unknown } | null;
+        if (ended?.failed) throw ended.error;
+        return { done: true, value: undefined };
+      }
+      while (waiting.length > 0 && continues(page, waiting[0]!, maxEvents)) page = joinPages(page, waiting.shift()!);
+      taken?.();
+      taken = null;
+      return { done: false, value: page };
+    },
+  };
 }
 
 /** `{url, key}` of the authority, or the name of a registered peer (config.yaml `bot_peers`). */

@@ -125,7 +125,7 @@ function newWorld() {
     metrics: log.metrics,
     logger,
     now: () => new Date(current).toISOString(),
-    applied: (roomId) => log.changes.notify(roomId),
+    applied: (roomId, rewritten) => log.changes.notify(roomId, rewritten),
     observe: (roomId, authority) => log.observe(roomId, authority),
   });
   const svc = new RoomsService({ log, replicator, gatewayId: "B", clock, logger });

@@ -22,6 +22,7 @@ import {
   MAX_REPLICATION_LOG_LIMIT,
   type Member,
   type PackedLogPage,
+  type PrevPointer,
   type PromoteResult,
   planCreateRoom,
   planLogRead,
@@ -340,18 +341,19 @@ export class RoomsService {
   }
 
   /** `groups.log`: a page bounded by count and bytes (`packed`: up to 5000 events, still as objects). */
-  log(params: LogParams): LogPage {
-    const { roomId, state, read, prev } = this.planRead(params);
+  log(params: LogParams, knownPrev: PrevPointer | null = null): LogPage {
+    const { roomId, state, read, prev } = this.planRead(params, knownPrev);
     return buildLogPage(state, read, prev, this.store.events(roomId, read.since_seq, read.limit));
   }
 
   /** A replication page: the same page with events read and sent as packed tuples (no row objects). */
-  logPacked(params: LogParams): PackedLogPage {
-    const { roomId, state, read, prev } = this.planRead({ ...params, packed: true });
+  logPacked(params: LogParams, knownPrev: PrevPointer | null = null): PackedLogPage {
+    const { roomId, state, read, prev } = this.planRead({ ...params, packed: true }, knownPrev);
     return buildPackedLogPage(state, read, prev, this.store.packedEvents(roomId, read.since_seq, read.limit));
   }
 
-  private planRead(params: LogParams) {
+  /** `knownPrev`: the stored event at since_seq, when the caller holds it (a live tail), so it is not read again. */
+  private planRead(params: LogParams, knownPrev: PrevPointer | null) {
     const roomId = checkedRoomId(params.room_id);
     if (params.known_authority) this.observe(roomId, params.known_authority);
     const { state } = this.room(roomId);
@@ -362,7 +364,8 @@ export class RoomsService {
     );
     if (!read.ok) throw refusalError(read.refusal);
     const since = read.value.since_seq;
-    return { roomId, state, read: read.value, prev: since > 0 ? this.store.eventAt(roomId, since) : null };
+    const prev = since === 0 ? null : knownPrev?.seq === since ? knownPrev : this.store.eventAt(roomId, since);
+    return { roomId, state, read: read.value, prev };
   }
 
   /**
@@ -382,10 +385,10 @@ export class RoomsService {
       this.changes,
       roomId,
       since,
-      (from) =>
+      (from, prev) =>
         params.tuples
-          ? this.logPacked({ room_id: roomId, since_seq: from, limit })
-          : this.log({ room_id: roomId, since_seq: from, limit, packed: params.packed }),
+          ? this.logPacked({ room_id: roomId, since_seq: from, limit }, prev)
+          : this.log({ room_id: roomId, since_seq: from, limit, packed: params.packed }, prev),
       {
         send: (page) => sink.send(page),
         drained: () => sink.drained(),

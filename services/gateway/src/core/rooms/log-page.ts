@@ -4,7 +4,7 @@ import { DEFAULT_LOG_LIMIT, DEFAULT_PAGE_MAX_BYTES } from "./limits.js";
 import { formatAuthority, maxEpoch } from "./lineage.js";
 import { sliceRun, tupleBytes } from "./log-segment.js";
 import { refusal } from "./refusal.js";
-import type { LogPage, PackedLogPage, RoomEvent, RoomState, TupleRun } from "./types.js";
+import type { LogPage, PackedLogPage, PrevPointer, RoomEvent, RoomState, TupleRun } from "./types.js";
 import { type Checked, checkLogRead, type LogRead } from "./validation.js";
 
 export interface LogReadParams {
@@ -134,13 +134,13 @@ function pageWindow<T>(state: RoomState, read: LogRead, items: readonly T[], seq
   return page;
 }
 
-function checkPrev(state: RoomState, read: LogRead, prevEvent: RoomEvent | null): void {
+function checkPrev(state: RoomState, read: LogRead, prevEvent: PrevPointer | null): void {
   if (read.since_seq > 0 && (prevEvent === null || prevEvent.seq !== read.since_seq)) {
     throw new HermesError("internal", `the store passed no event at seq ${read.since_seq} for the page of room ${state.room_id}`);
   }
 }
 
-function pageFrame(state: RoomState, read: LogRead, prevEvent: RoomEvent | null, cursor: number): Omit<LogPage, "events"> {
+function pageFrame(state: RoomState, read: LogRead, prevEvent: PrevPointer | null, cursor: number): Omit<LogPage, "events"> {
   return {
     room_id: state.room_id,
     cursor,
@@ -156,7 +156,7 @@ function pageFrame(state: RoomState, read: LogRead, prevEvent: RoomEvent | null,
  * Builds a page from events the store read in seq order from `read.since_seq + 1` (see pageWindow
  * for the bounds). `prev` is the stored event at since_seq.
  */
-export function buildLogPage(state: RoomState, read: LogRead, prevEvent: RoomEvent | null, events: readonly RoomEvent[]): LogPage {
+export function buildLogPage(state: RoomState, read: LogRead, prevEvent: PrevPointer | null, events: readonly RoomEvent[]): LogPage {
   checkPrev(state, read, prevEvent);
   for (const event of events) {
     if (event.room_id !== state.room_id) {
@@ -173,7 +173,12 @@ export function buildLogPage(state: RoomState, read: LogRead, prevEvent: RoomEve
  * store's segments in seq order from the one holding `read.since_seq + 1` (the first may start
  * before it); the page keeps the parts of them it holds, without decoding a single event.
  */
-export function buildPackedLogPage(state: RoomState, read: LogRead, prevEvent: RoomEvent | null, runs: readonly TupleRun[]): PackedLogPage {
+export function buildPackedLogPage(
+  state: RoomState,
+  read: LogRead,
+  prevEvent: PrevPointer | null,
+  runs: readonly TupleRun[],
+): PackedLogPage {
   checkPrev(state, read, prevEvent);
   const sizeOffset = packedJsonWireBytes(state.room_id, 0);
   const last = Math.min(state.last_seq, read.since_seq + read.limit);

@@ -1,0 +1,113 @@
+import { describe, expect, it } from "vitest";
+import type { LogPage, PrevPointer, RoomEvent } from "../../core/rooms/index.js";
+import { type AnyPage, type PageSink, RoomChanges, TailSubscription } from "./live-tail.js";
+
+const ROOM = "room-1";
+
+function event(seq: number, hash = `h${seq}`): RoomEvent {
+  return {
+    room_id: ROOM,
+    seq,
+    event_id: `e${seq}`,
+    kind: "message.user",
+    actor_json: "{}",
+    epoch: 1,
+    payload_json: "{}",
+    created_at: "2026-01-01T00:00:00.000Z",
+    hash,
+  };
+}
+
+/** A log the test appends to, read the way the rooms service reads it: `prev` from the caller or from the log. */
+class FakeLog {
+  events: RoomEvent[] = [];
+  readonly prevsGiven: (PrevPointer | null)[] = [];
+  storeReads = 0;
+
+  read = (since: number, prev: PrevPointer | null): LogPage => {
+    this.prevsGiven.push(prev);
+    let at: PrevPointer | null = prev;
+    if (since > 0 && prev === null) {
+      this.storeReads++;
+      const stored = this.events[since - 1]!;
+      at = { seq: stored.seq, epoch: stored.epoch, hash: stored.hash };
+    }
+    const events = this.events.slice(since);
+    const last = this.events.length;
+    return {
+      room_id: ROOM,
+      events,
+      cursor: events.at(-1)?.seq ?? since,
+      latest_seq: last,
+      has_more: false,
+      authority: { gateway_id: "gw", epoch: 1 },
+      lineage: [{ epoch: 1, gateway_id: "gw", start_seq: 1 }],
+      prev: since === 0 ? null : at,
+    };
+  };
+}
+
+function collect(): { pages: AnyPage[]; sink: PageSink } {
+  const pages: AnyPage[] = [];
+  return {
+    pages,
+    sink: {
+      send: (page) => {
+        pages.push(page);
+        return true;
+      },
+      drained: () => Promise.resolve(),
+      end: () => undefined,
+    },
+  };
+}
+
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+describe("TailSubscription", () => {
+  it("gives the last event it sent as the next page's prev, so the store is not read for it", async () => {
+    const changes = new RoomChanges();
+    const log = new FakeLog();
+    log.events.push(event(1), event(2));
+    const { pages, sink } = collect();
+    const sub = new TailSubscription(changes, ROOM, 1, log.read, sink);
+    await settle();
+    expect(log.storeReads).toBe(1); // the handshake reads the event at since_seq
+    for (const seq of [3, 4, 5]) {
+      log.events.push(event(seq));
+      changes.notify(ROOM);
+      await settle();
+    }
+    expect(log.storeReads).toBe(1);
+    expect(log.prevsGiven.slice(1)).toEqual([
+      { seq: 2, epoch: 1, hash: "h2" },
+      { seq: 3, epoch: 1, hash: "h3" },
+      { seq: 4, epoch: 1, hash: "h4" },
+    ]);
+    expect(pages.map((p) => ("events" in p ? p.events.map((e) => e.seq) : []))).toEqual([[2], [3], [4], [5]]);
+    sub.close();
+  });
+
+  it("reads prev from the store again once stored events were rewritten (a divergence), and the page shows the new hash", async () => {
+    const changes = new RoomChanges();
+    const log = new FakeLog();
+    log.events.push(event(1), event(2));
+    const { pages, sink } = collect();
+    const sub = new TailSubscription(changes, ROOM, 0, log.read, sink);
+    await settle();
+    // The replica's branch at seq 2 is replaced by the winning one, and seq 3 follows it.
+    log.events = [event(1), event(2, "h2-winner"), event(3)];
+    changes.notify(ROOM, true);
+    await settle();
+    expect(log.prevsGiven.at(-1)).toBeNull();
+    const last = pages.at(-1) as LogPage;
+    expect(last.prev).toEqual({ seq: 2, epoch: 1, hash: "h2-winner" });
+    expect(last.events.map((e) => e.seq)).toEqual([3]);
+    // Appends after the rewrite reuse the last event sent again.
+    log.events.push(event(4));
+    changes.notify(ROOM);
+    await settle();
+    expect(log.prevsGiven.at(-1)).toEqual({ seq: 3, epoch: 1, hash: "h3" });
+    sub.close();
+  });
+});
