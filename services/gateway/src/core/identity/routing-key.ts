@@ -21,6 +21,18 @@ export function profileKeyPrefix(profile: string): string {
 }
 
 /**
+ * A key split into its profile and the rest (`agent:bob:telegram:dm:7` → bob, `telegram:dm:7`): the
+ * store keeps the profile as an id and the rest as `chat_key`. A key of another shape has none.
+ */
+export function splitProfileKey(key: string): { profile: string; chatKey: string } | undefined {
+  const prefix = "agent:";
+  if (!key.startsWith(prefix)) return undefined;
+  const end = key.indexOf(":", prefix.length);
+  if (end <= prefix.length) return undefined;
+  return { profile: key.slice(prefix.length, end), chatKey: key.slice(end + 1) };
+}
+
+/**
  * The exclusive upper bound of the key range that starts with `prefix`: the same string with its
  * last character incremented (`agent:bob:` → `agent:bob;`), so range scans use the index.
  */
