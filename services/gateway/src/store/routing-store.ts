@@ -1,6 +1,6 @@
 import type { Db } from "@hermes/common";
 import { type RoutingChanges, type RoutingEntry, splitRoutingEntry } from "../core/identity/routing-index.js";
-import { profileKeyPrefix, type RoutingOrigin, splitProfileKey } from "../core/identity/routing-key.js";
+import { originOf, profileKeyPrefix, type StoredOrigin, splitProfileKey } from "../core/identity/routing-key.js";
 import { ensureProfileId } from "./profile-ids.js";
 
 /**
@@ -18,7 +18,7 @@ export function loadRoutingEntries(db: Db): RoutingEntry[] {
     .all() as { name: string; chat_key: string; session_id: string; origin_json: string; updated_at: string }[];
   return rows.map((r) => {
     const key = profileKeyPrefix(r.name) + r.chat_key;
-    const origin = { profile: r.name, ...(JSON.parse(r.origin_json) as Omit<RoutingOrigin, "profile">) };
+    const origin = originOf(r.name, JSON.parse(r.origin_json) as StoredOrigin);
     return { routing_key: key, session_key: key, session_id: r.session_id, origin, updated_at: r.updated_at };
   });
 }

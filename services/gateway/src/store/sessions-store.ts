@@ -1,5 +1,12 @@
 import { type Db, HermesError, statement } from "@hermes/common";
-import { profileKeyPrefix, type RoutingOrigin, splitProfileKey } from "../core/identity/routing-key.js";
+import {
+  originOf,
+  profileKeyPrefix,
+  type RoutingOrigin,
+  type StoredOrigin,
+  splitProfileKey,
+  withoutProfile,
+} from "../core/identity/routing-key.js";
 import { ensureProfileId } from "./profile-ids.js";
 
 export type SessionKind = "bot_chat" | "chat" | "room" | "api" | "platform";
@@ -30,7 +37,7 @@ const SELECT_SESSIONS = `SELECT s.session_id, p.name AS profile_name, s.chat_key
 /** The row as callers know it: the key and origin carry the profile's current name. */
 const toSession = (r: RawSession): SessionRow => {
   const { chat_key, origin_json, ...rest } = r;
-  const origin = { profile: r.profile_name, ...(JSON.parse(origin_json) as Omit<RoutingOrigin, "profile">) };
+  const origin = originOf(r.profile_name, JSON.parse(origin_json) as StoredOrigin);
   return { ...rest, session_key: profileKeyPrefix(r.profile_name) + chat_key, origin };
 };
 
@@ -49,7 +56,6 @@ export class SessionsStore {
         data: { session_id: s.session_id, session_key: s.session_key, profile: s.profile_name },
       });
     }
-    const { profile: _, ...origin } = s.origin;
     this.db
       .transaction(() => {
         const profileId = ensureProfileId(this.db, s.profile_name);
@@ -63,7 +69,7 @@ export class SessionsStore {
           chat_key: key.chatKey,
           title: s.title,
           kind: s.kind,
-          origin_json: JSON.stringify(origin),
+          origin_json: JSON.stringify(withoutProfile(s.origin)),
           model_override: s.model_override,
           provider_override: s.provider_override,
           created_at: s.created_at,

@@ -1,5 +1,5 @@
 import { HermesError } from "@hermes/common/pure";
-import { profileKeyPrefix, type RoutingOrigin, splitProfileKey } from "./routing-key.js";
+import { originOf, profileKeyPrefix, type RoutingOrigin, type StoredOrigin, splitProfileKey, withoutProfile } from "./routing-key.js";
 
 export interface RoutingEntry {
   routing_key: string;
@@ -17,7 +17,7 @@ export interface RoutingChanges {
 /** An entry as the index (and the store) keeps it: without its profile's name, which is the name of its group. */
 export interface StoredEntry {
   session_id: string;
-  origin: Omit<RoutingOrigin, "profile">;
+  origin: StoredOrigin;
   updated_at: string;
 }
 
@@ -38,8 +38,7 @@ export function splitRoutingEntry(entry: RoutingEntry): { profile: string; chatK
       data: { routing_key: entry.routing_key, session_key: entry.session_key, profile: entry.origin.profile },
     });
   }
-  const { profile: _, ...origin } = entry.origin;
-  return { ...key, stored: { session_id: entry.session_id, origin, updated_at: entry.updated_at } };
+  return { ...key, stored: { session_id: entry.session_id, origin: withoutProfile(entry.origin), updated_at: entry.updated_at } };
 }
 
 function toEntry(profile: string, chatKey: string, stored: StoredEntry): RoutingEntry {
@@ -48,7 +47,7 @@ function toEntry(profile: string, chatKey: string, stored: StoredEntry): Routing
     routing_key: key,
     session_key: key,
     session_id: stored.session_id,
-    origin: { profile, ...stored.origin },
+    origin: originOf(profile, stored.origin),
     updated_at: stored.updated_at,
   };
 }

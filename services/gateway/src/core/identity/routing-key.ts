@@ -9,6 +9,18 @@ export interface RoutingOrigin {
   thread_id?: string;
 }
 
+/** An origin as the store and the routing index keep it: without its profile, which is the row's (or group's) own. */
+export type StoredOrigin = Omit<RoutingOrigin, "profile">;
+
+export function withoutProfile(origin: RoutingOrigin): StoredOrigin {
+  const { profile: _, ...rest } = origin;
+  return rest;
+}
+
+export function originOf(profile: string, stored: StoredOrigin): RoutingOrigin {
+  return { profile, ...stored };
+}
+
 export function routingKey(origin: RoutingOrigin): string {
   const parts = ["agent", origin.profile, origin.platform, origin.chat_type, origin.chat_id];
   if (origin.thread_id) parts.push(origin.thread_id);
