@@ -12,9 +12,9 @@ import { type Db, HermesError, type Migration } from "@hermes/common";
  *   key, `agent:<name>:<chat_key>`).
  *
  * `profiles` also counts each profile's rows of both (`session_rows`, `routing_rows`, kept by
- * triggers). `sessions` and `gateway_routing` stay as read-only views that show the rows with their names, as
- * they looked before, for operators and tests; the stores read and write the tables. The rows
- * move in this migration's one transaction (a kill -9 part way leaves the database at version 9, as
+ * triggers). `sessions` and `gateway_routing` stay as read-only views that show the rows with
+ * their names, as they looked before, for operators and tests; the stores read and write the
+ * tables. The rows move in this migration's one transaction (a kill -9 part way leaves the database at version 9, as
  * it was). A row whose key names another profile than its own cannot be kept under one id: it is
  * refused, the database needs a look before anything rewrites it.
  */
