@@ -56,6 +56,7 @@ export const PROCESS_TESTS = [
   "services/gateway/test/quorum-failover.test.ts",
   "services/gateway/test/relay-crash.test.ts",
   "services/gateway/test/rooms-migration-crash.test.ts",
+  "services/gateway/test/profile-ids-migration-crash.test.ts",
   "services/gateway/test/rooms-crash.test.ts",
   "services/gateway/test/telegram-singleton.test.ts",
   "services/gateway/test/routines-crash.test.ts",

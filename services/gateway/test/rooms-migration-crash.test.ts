@@ -153,7 +153,7 @@ describe("kill -9 during the storage migration", () => {
     expect(raw.prepare("SELECT hash FROM room_events WHERE seq = ?").pluck().get(events.length)).toBe(events.at(-1)!.hash);
     raw.close();
 
-    const db = openDatabase(path, { label: "after the crash", migrations: GATEWAY_MIGRATIONS });
+    const db = openDatabase(path, { label: "after the crash", migrations: GATEWAY_MIGRATIONS.slice(0, 9) });
     try {
       expect(db.pragma("user_version", { simple: true })).toBe(9);
       const store = new RoomsStore(db, "gw-a", () => NOW);

@@ -110,10 +110,9 @@ export function withDb<T>(path: string, fn: (db: Database.Database) => T, option
   }
 }
 
+/** Every row of the identity tables, each table in the order of its first (unique) column: sessions and gateway_routing are views, without a rowid. */
 export function identityRows(stateDb: string): Record<string, unknown[]> {
-  return withDb(stateDb, (db) =>
-    Object.fromEntries(IDENTITY_TABLES.map((t) => [t, db.prepare(`SELECT * FROM ${t} ORDER BY rowid`).all()])),
-  );
+  return withDb(stateDb, (db) => Object.fromEntries(IDENTITY_TABLES.map((t) => [t, db.prepare(`SELECT * FROM ${t} ORDER BY 1`).all()])));
 }
 
 /** Rows anywhere in the identity tables that still carry `name` (as a value, key prefix or JSON field). */

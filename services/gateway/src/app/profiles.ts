@@ -266,9 +266,10 @@ export class ProfileService {
   }
 
   /**
-   * Rekeys identity old → new: the live index's collisions are checked first, then the DB is
-   * rewritten in one transaction (which also records `old` as an alias), then the live index is
-   * rekeyed and persisted. `new` must exist; `old` need not. A second run is a no-op.
+   * Rekeys identity old → new: the live index's collisions are checked first, then the DB moves
+   * in one transaction (the profile's id renamed, the name columns rewritten, `old` recorded as an
+   * alias), then the live index is rekeyed and persisted. `new` must exist; `old` need not. A
+   * second run is a no-op.
    */
   migrateIdentity(oldName: string, newName: string): IdentityMigrationResult {
     assertProfileName(oldName, "old profile name");

@@ -12,7 +12,7 @@ export interface RoutingAccess {
   upsert(entry: RoutingEntry): void;
   /** Keys a rekey old → new would overwrite in the live index (none without a live index). */
   collisions(oldName: string, newName: string): string[];
-  /** Rekeys the live index after the database rows were rewritten (they are not written again). */
+  /** Rekeys the live index after the store moved the rows (renamed the profile's id; they are not written again). */
   rekeyProfile(oldName: string, newName: string): number;
   removeProfile(name: string): number;
   /** Persists pending changes now. */
@@ -60,7 +60,7 @@ export class LiveRouting implements RoutingAccess {
   }
 
   rekeyProfile(oldName: string, newName: string): number {
-    return this.index.rekeyProfile(oldName, newName, { persisted: true });
+    return this.index.rekeyProfile(oldName, newName);
   }
 
   removeProfile(name: string): number {

@@ -4,8 +4,11 @@ import { join } from "node:path";
 import { type Db, HermesError, openDatabase, tableExists } from "@hermes/common";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { IDENTITY_REGISTRY } from "../core/identity/registry.js";
+import type { RoutingOrigin } from "../core/identity/routing-key.js";
 import { purgeProfileState, rekeyProfileState } from "./identity-store.js";
 import { GATEWAY_MIGRATIONS } from "./migrations/index.js";
+import { persistRoutingChanges } from "./routing-store.js";
+import { type SessionRow, SessionsStore } from "./sessions-store.js";
 
 let dir: string;
 let db: Db;
@@ -24,20 +27,33 @@ const T = "2026-01-01T00:00:00.000Z";
 /** One row in every registered identity table for `profile`, keyed by chat id. */
 function seed(profile: string, chat = "c1") {
   const key = `agent:${profile}:api:dm:${chat}`;
-  db.prepare(
-    "INSERT INTO sessions (session_id, session_key, profile_name, title, kind, origin_json, created_at, updated_at) VALUES (?, ?, ?, 't', 'api', ?, ?, ?)",
-  ).run(`ses-${profile}-${chat}`, key, profile, JSON.stringify({ profile, platform: "api", chat_type: "dm", chat_id: chat }), T, T);
-  db.prepare("INSERT INTO gateway_routing (routing_key, entry_json, updated_at) VALUES (?, ?, ?)").run(
-    key,
-    JSON.stringify({ routing_key: key, session_key: key, session_id: `ses-${profile}-${chat}`, origin: { profile, chat_id: chat } }),
-    T,
-  );
+  const origin = { profile, platform: "api", chat_type: "dm", chat_id: chat };
+  new SessionsStore(db).insert(session(`ses-${profile}-${chat}`, key, origin));
+  persistRoutingChanges(db, {
+    upserts: [{ routing_key: key, session_key: key, session_id: `ses-${profile}-${chat}`, origin, updated_at: T }],
+    deletes: [],
+  });
   db.prepare(
     "INSERT OR REPLACE INTO gateway_heartbeats (profile, gateway_id, pid, state, last_seen_at) VALUES (?, 'gw', 1, 'running', ?)",
   ).run(profile, T);
   db.prepare(
     "INSERT INTO delivery_obligations (obligation_id, adapter_profile, session_key, kind, state, payload_json, created_at, updated_at) VALUES (?, ?, ?, 'turn_reply', 'pending', '{}', ?, ?)",
   ).run(`obl-${profile}-${chat}`, profile, key, T, T);
+}
+
+function session(session_id: string, session_key: string, origin: RoutingOrigin): SessionRow {
+  const at = { created_at: T, updated_at: T };
+  return {
+    session_id,
+    session_key,
+    profile_name: origin.profile,
+    title: "t",
+    kind: "api",
+    origin,
+    model_override: null,
+    provider_override: null,
+    ...at,
+  };
 }
 
 /** Every identity-bearing value in the database, for before/after comparisons. */
@@ -126,6 +142,21 @@ describe("rekeyProfileState", () => {
     expect(snapshot()).toEqual(before);
   });
 
+  it("merges onto a profile that already has sessions of its own, its row counts following", () => {
+    seed("bob", "c1");
+    seed("robert", "c2");
+    expect(rekeyProfileState(db, "bob", "robert")).toMatchObject({ sessions: 1, gateway_routing: 1, delivery_obligations: 1 });
+    expect(db.prepare("SELECT session_key FROM sessions WHERE profile_name = 'robert' ORDER BY 1").pluck().all()).toEqual([
+      "agent:robert:api:dm:c1",
+      "agent:robert:api:dm:c2",
+    ]);
+    expect(db.prepare("SELECT name, session_rows, routing_rows FROM profiles").all()).toEqual([
+      { name: "robert", session_rows: 2, routing_rows: 2 },
+    ]);
+    expect(purgeProfileState(db, "robert")).toMatchObject({ sessions: 2, gateway_routing: 2 });
+    expect(db.prepare("SELECT count(*) FROM profiles").pluck().get()).toBe(0);
+  });
+
   it("refuses a per-chat binding collision through the registry's binding rule", () => {
     db.exec("CREATE TABLE topic_bindings (profile_name TEXT NOT NULL, chat_id TEXT NOT NULL, thread_id TEXT)");
     db.exec("INSERT INTO topic_bindings VALUES ('bob', '42', '7'), ('robert', '42', '7')");
@@ -188,28 +219,34 @@ describe("rekeyProfileState", () => {
     expect(db.prepare("SELECT profile, pid FROM gateway_heartbeats ORDER BY profile").all()).toEqual([{ profile: "robert", pid: 2 }]);
   });
 
-  it("rewrites a large profile with its indexes rebuilt, and the indexes are back afterwards", () => {
-    const insert = db.prepare(
-      "INSERT INTO sessions (session_id, session_key, profile_name, title, kind, origin_json, created_at, updated_at) VALUES (?, ?, 'big', 't', 'api', ?, ?, ?)",
+  it("renames a large profile by its id: the sessions answer to the new name untouched; a large name table has its indexes rebuilt", () => {
+    const sessions = new SessionsStore(db);
+    const obligation = db.prepare(
+      "INSERT INTO delivery_obligations (obligation_id, adapter_profile, session_key, kind, state, payload_json, created_at, updated_at) VALUES (?, 'big', ?, 'turn_reply', 'delivered', '{}', ?, ?)",
     );
     db.transaction(() => {
-      for (let i = 0; i < 50_001; i++) insert.run(`s${i}`, `agent:big:api:dm:${i}`, JSON.stringify({ profile: "big" }), T, T);
+      for (let i = 0; i < 50_001; i++) {
+        const origin = { profile: "big", platform: "api", chat_type: "dm", chat_id: String(i) };
+        const key = `agent:big:api:dm:${i}`;
+        sessions.insert(session(`s${i}`, key, origin));
+        obligation.run(`o${i}`, key, T, T);
+      }
     })();
+    const rowsOfBig = () => db.prepare("SELECT profile_id, chat_key, origin_json FROM session_records ORDER BY session_id").all();
+    const stored = rowsOfBig();
     const indexes = () =>
-      db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sessions' ORDER BY name").pluck().all();
+      db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'delivery_obligations' ORDER BY name").pluck().all();
     const before = indexes();
-    expect(rekeyProfileState(db, "big", "huge")).toEqual({ sessions: 50_001 });
+    expect(rekeyProfileState(db, "big", "huge")).toEqual({ sessions: 50_001, delivery_obligations: 50_001 });
+    expect(rowsOfBig()).toEqual(stored); // not one session row was written
     expect(indexes()).toEqual(before);
     expect(db.prepare("SELECT count(*) FROM sessions WHERE profile_name = 'huge' AND session_key LIKE 'agent:huge:%'").pluck().get()).toBe(
       50_001,
     );
-    expect(() =>
-      db
-        .prepare(
-          "INSERT INTO sessions (session_id, session_key, profile_name, title, kind, origin_json, created_at, updated_at) VALUES ('dup', 'agent:huge:api:dm:7', 'x', 't', 'api', '{}', ?, ?)",
-        )
-        .run(T, T),
-    ).toThrow(/UNIQUE/);
+    expect(sessions.byKey("agent:huge:api:dm:7")).toMatchObject({ session_id: "s7", profile_name: "huge", origin: { profile: "huge" } });
+    expect(sessions.byKey("agent:big:api:dm:7")).toBeUndefined();
+    const origin = { profile: "huge", platform: "api", chat_type: "dm", chat_id: "7" };
+    expect(() => sessions.insert(session("dup", "agent:huge:api:dm:7", origin))).toThrow(/UNIQUE/);
   });
 
   it("is a no-op when old and new are equal", () => {

@@ -1,6 +1,7 @@
 import { type Db, HermesError, tableExists } from "@hermes/common";
-import { IDENTITY_REGISTRY, type IdentityColumn, type IdentityTable } from "../core/identity/registry.js";
+import { IDENTITY_REGISTRY, type IdentityColumn, type IdentityTable, PROFILE_ID_TABLES } from "../core/identity/registry.js";
 import { prefixUpperBound, profileKeyPrefix } from "../core/identity/routing-key.js";
+import { profileId } from "./profile-ids.js";
 
 /** Rows rewritten (or purged) per table; tables with nothing to do are omitted. */
 export type TableCounts = Record<string, number>;
@@ -94,21 +95,84 @@ function findCollision(db: Db, table: IdentityTable, columns: IdentityColumn[], 
 }
 
 /**
- * rekeyProfileState: rewrites every registered identity column from `old` to `new` in ONE
- * transaction. Collisions are checked first and refused with nothing written (identity_collision,
- * naming table and key). A second run finds nothing to rewrite and succeeds. Tables that do not
- * exist yet are skipped.
+ * What a rekey old → new does to the id tables (PROFILE_ID_TABLES): nothing when `old` never wrote
+ * a row; a rename of the id when `new` owns no rows (the usual rename: one UPDATE of `profiles`,
+ * whatever the number of sessions); else a merge that moves `old`'s rows onto `new`'s id.
+ */
+type IdPlan = { kind: "none" } | { kind: "rename"; oldId: number; emptyNewId?: number } | { kind: "merge"; oldId: number; newId: number };
+
+function ownsRows(db: Db, id: number): boolean {
+  return PROFILE_ID_TABLES.some((t) => db.prepare(`SELECT 1 FROM ${q(t.table)} WHERE profile_id = ? LIMIT 1`).get(id) !== undefined);
+}
+
+function planIds(db: Db, b: Bounds): IdPlan {
+  const oldId = profileId(db, b.old);
+  if (oldId === undefined) return { kind: "none" };
+  const newId = profileId(db, b.new);
+  if (newId === undefined || !ownsRows(db, newId)) return { kind: "rename", oldId, emptyNewId: newId };
+  return { kind: "merge", oldId, newId };
+}
+
+/** A key both profiles own in an id table, which a merge would overwrite. */
+function findIdCollision(db: Db, plan: IdPlan, b: Bounds): string | undefined {
+  if (plan.kind !== "merge") return undefined;
+  for (const t of PROFILE_ID_TABLES) {
+    const key = q(t.key);
+    const hit = db
+      .prepare(
+        `SELECT a.${key} AS k FROM ${q(t.table)} a WHERE a.profile_id = ?
+         AND EXISTS (SELECT 1 FROM ${q(t.table)} x WHERE x.profile_id = ? AND x.${key} = a.${key}) LIMIT 1`,
+      )
+      .get(plan.oldId, plan.newId) as { k: string } | undefined;
+    if (hit) return `profile routing collision in ${t.shownAs}: ${b.np}${hit.k} already exists (rekeyed from ${b.op}${hit.k})`;
+  }
+  return undefined;
+}
+
+/** Carries out the plan; returns the rows that now answer to `new` instead of `old`, per table. */
+function moveIds(db: Db, plan: IdPlan, newName: string): TableCounts {
+  const counts: TableCounts = {};
+  if (plan.kind === "none") return counts;
+  for (const t of PROFILE_ID_TABLES) {
+    const rows =
+      plan.kind === "rename"
+        ? (db
+            .prepare(`SELECT ${q(t.counted)} FROM profiles WHERE id = ?`)
+            .pluck()
+            .get(plan.oldId) as number)
+        : db.prepare(`UPDATE ${q(t.table)} SET profile_id = ? WHERE profile_id = ?`).run(plan.newId, plan.oldId).changes;
+    if (rows > 0) counts[t.shownAs] = rows;
+  }
+  if (plan.kind === "merge") {
+    db.prepare("DELETE FROM profiles WHERE id = ?").run(plan.oldId);
+  } else {
+    // A name with a row but nothing under it (everything was moved or purged) gives the name up.
+    if (plan.emptyNewId !== undefined) db.prepare("DELETE FROM profiles WHERE id = ?").run(plan.emptyNewId);
+    db.prepare("UPDATE profiles SET name = ? WHERE id = ?").run(newName, plan.oldId);
+  }
+  return counts;
+}
+
+/**
+ * rekeyProfileState: moves every identity row from `old` to `new` in ONE transaction: the id
+ * tables by renaming the profile's id (or merging it into `new`'s), the registered name columns by
+ * rewriting them. Collisions are checked first and refused with nothing written
+ * (identity_collision, naming table and key). A second run finds nothing to move and succeeds.
+ * Tables that do not exist yet are skipped.
  */
 export function rekeyProfileState(db: Db, oldName: string, newName: string, registry = IDENTITY_REGISTRY): TableCounts {
   if (oldName === newName) return {};
   const b = bounds(oldName, newName);
   const run = db.transaction(() => {
     const plan = registry.filter((t) => tableExists(db, t.table)).map((t) => ({ table: t, columns: existingColumns(db, t) }));
+    const ids = planIds(db, b);
+    const idCollision = findIdCollision(db, ids, b);
+    if (idCollision) throw new HermesError("identity_collision", idCollision, { data: { table: "profiles", database: db.name } });
     for (const { table, columns } of plan) {
       const collision = findCollision(db, table, columns, b);
       if (collision) throw new HermesError("identity_collision", collision, { data: { table: table.table, database: db.name } });
     }
-    const counts: TableCounts = {};
+    const counts = moveIds(db, ids, newName);
     for (const { table, columns } of plan) {
       if (columns.length === 0) continue;
       if (table.replaceable) {
@@ -140,7 +204,8 @@ export function rekeyProfileState(db: Db, oldName: string, newName: string, regi
 
 /**
  * Above this many rows, a table's secondary indexes are dropped and rebuilt around the rewrite:
- * one sorted build is cheaper than a million scattered index updates (1M sessions: 6.4 s → 5.0 s).
+ * one sorted build is cheaper than a million scattered index updates (1M rows: 6.4 s → 5.0 s, measured
+ * when sessions were still keyed by name).
  */
 const REBUILD_INDEXES_ABOVE_ROWS = 50_000;
 
@@ -161,12 +226,21 @@ function withIndexesRebuiltIfLarge(db: Db, table: string, rows: number, rewrite:
 
 /**
  * Purge on delete: removes the profile's identity rows (or marks them, e.g. open obligations
- * become `abandoned`) in one transaction; returns per-table counts.
+ * become `abandoned`) and its id in one transaction; returns per-table counts. A profile created
+ * again under the name gets a new id.
  */
 export function purgeProfileState(db: Db, name: string, registry = IDENTITY_REGISTRY): TableCounts {
   const b = bounds(name, name);
   const run = db.transaction(() => {
     const counts: TableCounts = {};
+    const id = profileId(db, name);
+    if (id !== undefined) {
+      for (const t of PROFILE_ID_TABLES) {
+        const changed = db.prepare(`DELETE FROM ${q(t.table)} WHERE profile_id = ?`).run(id).changes;
+        if (changed > 0) counts[t.shownAs] = changed;
+      }
+      db.prepare("DELETE FROM profiles WHERE id = ?").run(id);
+    }
     for (const table of registry) {
       if (!tableExists(db, table.table)) continue;
       const purge = table.purge;

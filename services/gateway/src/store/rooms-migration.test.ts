@@ -45,7 +45,7 @@ describe("migration 009: room logs in segments", () => {
     old.close();
     expect(before.length).toBe(71);
 
-    const db = openDatabase(path, { label: "upgrade", migrations: GATEWAY_MIGRATIONS });
+    const db = openDatabase(path, { label: "upgrade", migrations: GATEWAY_MIGRATIONS.slice(0, 9) });
     try {
       expect(db.pragma("user_version", { simple: true })).toBe(9);
       expect(db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'room_events'").pluck().get()).toBe(0);
@@ -122,7 +122,7 @@ describe("migration 009: room logs in segments", () => {
     old.exec(FIXTURE);
     old.prepare("DELETE FROM room_events WHERE room_id = 'led' AND seq = 7").run();
     old.close();
-    expect(() => openDatabase(path, { label: "upgrade", migrations: GATEWAY_MIGRATIONS })).toThrow(/jumps from seq 6 to 8/);
+    expect(() => openDatabase(path, { label: "upgrade", migrations: GATEWAY_MIGRATIONS.slice(0, 9) })).toThrow(/jumps from seq 6 to 8/);
     const after = new Database(path, { readonly: true });
     expect(after.pragma("user_version", { simple: true })).toBe(8);
     expect(after.prepare("SELECT count(*) FROM room_events").pluck().get()).toBe(70);

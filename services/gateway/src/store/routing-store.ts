@@ -1,22 +1,45 @@
 import type { Db } from "@hermes/common";
-import type { RoutingChanges, RoutingEntry } from "../core/identity/routing-index.js";
+import { type RoutingChanges, type RoutingEntry, splitRoutingEntry } from "../core/identity/routing-index.js";
+import { originOf, profileKeyPrefix, type StoredOrigin, splitProfileKey } from "../core/identity/routing-key.js";
+import { ensureProfileId } from "./profile-ids.js";
+
+/**
+ * The persisted routing index (`routing_records`, store/migrations/010-profile-ids.ts): the
+ * profile as its id and the key without its `agent:<name>:` prefix; entries are given and taken
+ * with their names, so a rename never touches these rows.
+ */
 
 export function loadRoutingEntries(db: Db): RoutingEntry[] {
-  return (db.prepare("SELECT entry_json FROM gateway_routing").all() as { entry_json: string }[]).map(
-    (r) => JSON.parse(r.entry_json) as RoutingEntry,
-  );
+  const rows = db
+    .prepare(
+      `SELECT p.name, r.chat_key, r.session_id, r.origin_json, r.updated_at
+       FROM routing_records r JOIN profiles p ON p.id = r.profile_id`,
+    )
+    .all() as { name: string; chat_key: string; session_id: string; origin_json: string; updated_at: string }[];
+  return rows.map((r) => {
+    const key = profileKeyPrefix(r.name) + r.chat_key;
+    const origin = originOf(r.name, JSON.parse(r.origin_json) as StoredOrigin);
+    return { routing_key: key, session_key: key, session_id: r.session_id, origin, updated_at: r.updated_at };
+  });
 }
 
 /** Writes what changed in the routing index, in one transaction. */
 export function persistRoutingChanges(db: Db, changes: RoutingChanges): void {
   if (changes.upserts.length === 0 && changes.deletes.length === 0) return;
   const upsert = db.prepare(
-    `INSERT INTO gateway_routing (routing_key, entry_json, updated_at) VALUES (?, ?, ?)
-     ON CONFLICT(routing_key) DO UPDATE SET entry_json = excluded.entry_json, updated_at = excluded.updated_at`,
+    `INSERT INTO routing_records (profile_id, chat_key, session_id, origin_json, updated_at) VALUES (?, ?, ?, ?, ?)
+     ON CONFLICT (profile_id, chat_key) DO UPDATE SET session_id = excluded.session_id, origin_json = excluded.origin_json,
+       updated_at = excluded.updated_at`,
   );
-  const remove = db.prepare("DELETE FROM gateway_routing WHERE routing_key = ?");
+  const remove = db.prepare("DELETE FROM routing_records WHERE profile_id = (SELECT id FROM profiles WHERE name = ?) AND chat_key = ?");
   db.transaction(() => {
-    for (const key of changes.deletes) remove.run(key);
-    for (const e of changes.upserts) upsert.run(e.routing_key, JSON.stringify(e), e.updated_at);
+    for (const deleted of changes.deletes) {
+      const key = splitProfileKey(deleted);
+      if (key) remove.run(key.profile, key.chatKey);
+    }
+    for (const e of changes.upserts) {
+      const { profile, chatKey, stored } = splitRoutingEntry(e);
+      upsert.run(ensureProfileId(db, profile), chatKey, stored.session_id, JSON.stringify(stored.origin), stored.updated_at);
+    }
   }).immediate();
 }

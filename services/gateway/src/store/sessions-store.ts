@@ -1,5 +1,13 @@
-import { type Db, statement } from "@hermes/common";
-import type { RoutingOrigin } from "../core/identity/routing-key.js";
+import { type Db, HermesError, statement } from "@hermes/common";
+import {
+  originOf,
+  profileKeyPrefix,
+  type RoutingOrigin,
+  type StoredOrigin,
+  splitProfileKey,
+  withoutProfile,
+} from "../core/identity/routing-key.js";
+import { ensureProfileId } from "./profile-ids.js";
 
 export type SessionKind = "bot_chat" | "chat" | "room" | "api" | "platform";
 
@@ -16,48 +24,85 @@ export interface SessionRow {
   updated_at: string;
 }
 
-interface RawSession extends Omit<SessionRow, "origin"> {
+/** A session_records row joined with its profile's name (store/migrations/010-profile-ids.ts). */
+interface RawSession extends Omit<SessionRow, "origin" | "session_key"> {
+  chat_key: string;
   origin_json: string;
 }
 
+const SELECT_SESSIONS = `SELECT s.session_id, p.name AS profile_name, s.chat_key, s.title, s.kind, s.origin_json, s.model_override,
+    s.provider_override, s.created_at, s.updated_at
+  FROM session_records s JOIN profiles p ON p.id = s.profile_id`;
+
+/** The row as callers know it: the key and origin carry the profile's current name. */
 const toSession = (r: RawSession): SessionRow => {
-  const { origin_json, ...rest } = r;
-  return { ...rest, origin: JSON.parse(origin_json) as RoutingOrigin };
+  const { chat_key, origin_json, ...rest } = r;
+  const origin = originOf(r.profile_name, JSON.parse(origin_json) as StoredOrigin);
+  return { ...rest, session_key: profileKeyPrefix(r.profile_name) + chat_key, origin };
 };
 
+/**
+ * Sessions by id and by key. The table keeps the profile as its id and the key without its
+ * `agent:<name>:` prefix; names are translated here, so a rename never touches these rows.
+ */
 export class SessionsStore {
   constructor(private readonly db: Db) {}
 
+  /** Writes a new session; its key must be one of its profile's (`agent:<profile_name>:…`). */
   insert(s: SessionRow): void {
-    statement(
-      this.db,
-      `INSERT INTO sessions (session_id, session_key, profile_name, title, kind, origin_json, model_override, provider_override, created_at, updated_at)
-         VALUES (@session_id, @session_key, @profile_name, @title, @kind, @origin_json, @model_override, @provider_override, @created_at, @updated_at)`,
-    ).run({ ...s, origin_json: JSON.stringify(s.origin) });
+    const key = splitProfileKey(s.session_key);
+    if (key?.profile !== s.profile_name || s.origin.profile !== s.profile_name) {
+      throw new HermesError("invalid_params", `session ${s.session_id}: key ${s.session_key} is not one of profile ${s.profile_name}'s`, {
+        data: { session_id: s.session_id, session_key: s.session_key, profile: s.profile_name },
+      });
+    }
+    this.db
+      .transaction(() => {
+        const profileId = ensureProfileId(this.db, s.profile_name);
+        statement(
+          this.db,
+          `INSERT INTO session_records (session_id, profile_id, chat_key, title, kind, origin_json, model_override, provider_override, created_at, updated_at)
+             VALUES (@session_id, @profile_id, @chat_key, @title, @kind, @origin_json, @model_override, @provider_override, @created_at, @updated_at)`,
+        ).run({
+          session_id: s.session_id,
+          profile_id: profileId,
+          chat_key: key.chatKey,
+          title: s.title,
+          kind: s.kind,
+          origin_json: JSON.stringify(withoutProfile(s.origin)),
+          model_override: s.model_override,
+          provider_override: s.provider_override,
+          created_at: s.created_at,
+          updated_at: s.updated_at,
+        });
+      })
+      .immediate();
   }
 
   byKey(sessionKey: string): SessionRow | undefined {
-    const r = statement(this.db, "SELECT * FROM sessions WHERE session_key = ?").get(sessionKey) as RawSession | undefined;
+    const key = splitProfileKey(sessionKey);
+    if (!key) return undefined;
+    const r = statement(this.db, `${SELECT_SESSIONS} WHERE p.name = ? AND s.chat_key = ?`).get(key.profile, key.chatKey) as
+      | RawSession
+      | undefined;
     return r && toSession(r);
   }
 
   byId(sessionId: string): SessionRow | undefined {
-    const r = statement(this.db, "SELECT * FROM sessions WHERE session_id = ?").get(sessionId) as RawSession | undefined;
+    const r = statement(this.db, `${SELECT_SESSIONS} WHERE s.session_id = ?`).get(sessionId) as RawSession | undefined;
     return r && toSession(r);
   }
 
   listByProfile(profile: string): SessionRow[] {
-    return (statement(this.db, "SELECT * FROM sessions WHERE profile_name = ? ORDER BY created_at").all(profile) as RawSession[]).map(
-      toSession,
-    );
+    return (statement(this.db, `${SELECT_SESSIONS} WHERE p.name = ? ORDER BY s.created_at`).all(profile) as RawSession[]).map(toSession);
   }
 
   touch(sessionId: string, at: string): void {
-    statement(this.db, "UPDATE sessions SET updated_at = ? WHERE session_id = ?").run(at, sessionId);
+    statement(this.db, "UPDATE session_records SET updated_at = ? WHERE session_id = ?").run(at, sessionId);
   }
 
   setModelOverride(sessionId: string, model: string | null, provider: string | null): void {
-    statement(this.db, "UPDATE sessions SET model_override = ?, provider_override = ? WHERE session_id = ?").run(
+    statement(this.db, "UPDATE session_records SET model_override = ?, provider_override = ? WHERE session_id = ?").run(
       model,
       provider,
       sessionId,

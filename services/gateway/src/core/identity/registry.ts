@@ -2,6 +2,9 @@
  * The identity registry: every column that holds a profile name, or a key or JSON document
  * with one embedded. Rename and delete act on exactly these columns, so a module that adds such a
  * column adds its table to IDENTITY_REGISTRY below (and nothing else needs to know).
+ *
+ * The big tables hold a profile's immutable id instead (PROFILE_ID_TABLES): a rename changes the
+ * name of that id in `profiles` and leaves their rows alone.
  */
 export type IdentityColumn =
   /** The column holds the profile name itself. */
@@ -39,26 +42,28 @@ export interface IdentityTable {
   replaceable?: boolean;
 }
 
+/**
+ * A table that holds the profile as `profile_id` (profiles.id, store/migrations/010-profile-ids.ts)
+ * and `key` unique per profile. Counts name it `shownAs`, the view that shows its rows with names.
+ * A rename leaves its rows alone; a migration onto a profile that already has rows of its own
+ * moves them (refused if a key collides); a delete purges them.
+ */
+export interface ProfileIdTable {
+  table: string;
+  shownAs: string;
+  key: string;
+  /** The column of `profiles` that counts the profile's rows of this table (kept by triggers). */
+  counted: string;
+}
+
+export const PROFILE_ID_TABLES: readonly ProfileIdTable[] = [
+  // Sessions: the key `agent:<name>:<chat_key>` and the origin's profile are the name of the id.
+  { table: "session_records", shownAs: "sessions", key: "chat_key", counted: "session_rows" },
+  // The persisted routing index, keyed like the sessions.
+  { table: "routing_records", shownAs: "gateway_routing", key: "chat_key", counted: "routing_rows" },
+];
+
 export const IDENTITY_REGISTRY: IdentityTable[] = [
-  {
-    table: "sessions",
-    columns: [
-      { table: "sessions", column: "profile_name", kind: "plain" },
-      { table: "sessions", column: "session_key", kind: "key-prefix", unique: true },
-      { table: "sessions", column: "origin_json", kind: "json-path", path: "$.profile", value: "plain" },
-    ],
-    purge: { kind: "delete" },
-  },
-  {
-    table: "gateway_routing",
-    columns: [
-      { table: "gateway_routing", column: "routing_key", kind: "key-prefix", unique: true },
-      { table: "gateway_routing", column: "entry_json", kind: "json-path", path: "$.routing_key", value: "key-prefix" },
-      { table: "gateway_routing", column: "entry_json", kind: "json-path", path: "$.session_key", value: "key-prefix" },
-      { table: "gateway_routing", column: "entry_json", kind: "json-path", path: "$.origin.profile", value: "plain" },
-    ],
-    purge: { kind: "delete" },
-  },
   {
     table: "gateway_heartbeats",
     columns: [{ table: "gateway_heartbeats", column: "profile", kind: "plain" }],

@@ -1,5 +1,5 @@
 import { HermesError } from "@hermes/common/pure";
-import { profileKeyPrefix, type RoutingOrigin, rekeyRoutingKey } from "./routing-key.js";
+import { originOf, profileKeyPrefix, type RoutingOrigin, type StoredOrigin, splitProfileKey, withoutProfile } from "./routing-key.js";
 
 export interface RoutingEntry {
   routing_key: string;
@@ -14,66 +14,121 @@ export interface RoutingChanges {
   deletes: string[];
 }
 
+/** An entry as the index (and the store) keeps it: without its profile's name, which is the name of its group. */
+export interface StoredEntry {
+  session_id: string;
+  origin: StoredOrigin;
+  updated_at: string;
+}
+
+/** One profile's entries by chat key (the routing key after `agent:<name>:`), and what changed since the last persist. */
+interface ProfileRoutes {
+  entries: Map<string, StoredEntry>;
+  dirty: Set<string>;
+  removed: Set<string>;
+}
+
+const emptyRoutes = (): ProfileRoutes => ({ entries: new Map(), dirty: new Set(), removed: new Set() });
+
+/** The index holds only keys of the form `agent:<profile>:<chat key>` whose entry is that key's session. */
+export function splitRoutingEntry(entry: RoutingEntry): { profile: string; chatKey: string; stored: StoredEntry } {
+  const key = splitProfileKey(entry.routing_key);
+  if (key?.profile !== entry.origin.profile || entry.session_key !== entry.routing_key) {
+    throw new HermesError("invalid_params", `routing entry ${entry.routing_key} is not keyed by its session and profile`, {
+      data: { routing_key: entry.routing_key, session_key: entry.session_key, profile: entry.origin.profile },
+    });
+  }
+  return { ...key, stored: { session_id: entry.session_id, origin: withoutProfile(entry.origin), updated_at: entry.updated_at } };
+}
+
+function toEntry(profile: string, chatKey: string, stored: StoredEntry): RoutingEntry {
+  const key = profileKeyPrefix(profile) + chatKey;
+  return {
+    routing_key: key,
+    session_key: key,
+    session_id: stored.session_id,
+    origin: originOf(profile, stored.origin),
+    updated_at: stored.updated_at,
+  };
+}
+
 /**
- * The gateway's in-memory routing index: routing key → session. It records what changed
- * since the last persist, so the store writes only that. Rekeying happens here first, under the
- * same synchronous step as the DB rewrite, so no later persist can write the old name back.
+ * The gateway's in-memory routing index: routing key → session, grouped by profile the way the
+ * store keeps them (profile id, chat key), and recording what changed since the last persist so
+ * the store writes only that. A rename hands a profile's group to the new name in one step, like
+ * the store renames the id: nothing is copied, and every key it answers with carries the new name.
  */
 export class RoutingIndex {
-  private readonly entries = new Map<string, RoutingEntry>();
-  private readonly dirty = new Set<string>();
-  private readonly removed = new Set<string>();
+  private readonly profiles = new Map<string, ProfileRoutes>();
 
   static from(entries: Iterable<RoutingEntry>): RoutingIndex {
     const index = new RoutingIndex();
-    for (const e of entries) index.entries.set(e.routing_key, e);
+    for (const e of entries) {
+      const { profile, chatKey, stored } = splitRoutingEntry(e);
+      index.routesOf(profile).entries.set(chatKey, stored);
+    }
     return index;
   }
 
+  private routesOf(profile: string): ProfileRoutes {
+    let routes = this.profiles.get(profile);
+    if (!routes) {
+      routes = emptyRoutes();
+      this.profiles.set(profile, routes);
+    }
+    return routes;
+  }
+
   get size(): number {
-    return this.entries.size;
+    let n = 0;
+    for (const routes of this.profiles.values()) n += routes.entries.size;
+    return n;
   }
 
   get(key: string): RoutingEntry | undefined {
-    return this.entries.get(key);
-  }
-
-  values(): IterableIterator<RoutingEntry> {
-    return this.entries.values();
+    const split = splitProfileKey(key);
+    const stored = split && this.profiles.get(split.profile)?.entries.get(split.chatKey);
+    return stored && split && toEntry(split.profile, split.chatKey, stored);
   }
 
   upsert(entry: RoutingEntry): void {
-    this.entries.set(entry.routing_key, entry);
-    this.dirty.add(entry.routing_key);
-    this.removed.delete(entry.routing_key);
+    const { profile, chatKey, stored } = splitRoutingEntry(entry);
+    const routes = this.routesOf(profile);
+    routes.entries.set(chatKey, stored);
+    routes.dirty.add(chatKey);
+    routes.removed.delete(chatKey);
   }
 
   delete(key: string): void {
-    if (this.entries.delete(key)) {
-      this.dirty.delete(key);
-      this.removed.add(key);
+    const split = splitProfileKey(key);
+    const routes = split && this.profiles.get(split.profile);
+    if (split && routes?.entries.delete(split.chatKey)) {
+      routes.dirty.delete(split.chatKey);
+      routes.removed.add(split.chatKey);
     }
   }
 
   keysOf(profile: string): string[] {
     const prefix = profileKeyPrefix(profile);
-    return [...this.entries.keys()].filter((k) => k.startsWith(prefix));
+    return [...(this.profiles.get(profile)?.entries.keys() ?? [])].map((chatKey) => prefix + chatKey);
   }
 
   /** Keys that a rekey old → new would overwrite. */
   collisions(oldName: string, newName: string): string[] {
-    return this.keysOf(oldName)
-      .map((k) => rekeyRoutingKey(k, oldName, newName))
-      .filter((k) => this.entries.has(k));
+    const from = this.profiles.get(oldName)?.entries;
+    const to = this.profiles.get(newName)?.entries;
+    if (!from || !to || to.size === 0) return [];
+    const prefix = profileKeyPrefix(newName);
+    return [...from.keys()].filter((chatKey) => to.has(chatKey)).map((chatKey) => prefix + chatKey);
   }
 
   /**
-   * Moves every entry of `old` to `new` (keys, session keys and origin.profile). Refuses with
+   * Moves every entry of `old` to `new` after the store did the same (the rows are not written
+   * again; changes not persisted yet stay pending, under the new name). Refuses with
    * identity_collision before mutating anything if a target key exists. Returns the count moved.
-   * `persisted`: the database rows were already rewritten in the same step (a rename's rekey), so
-   * only entries with unpersisted changes are written again.
+   * When `new` has no entries of its own this is one step, whatever the count.
    */
-  rekeyProfile(oldName: string, newName: string, options: { persisted?: boolean } = {}): number {
+  rekeyProfile(oldName: string, newName: string): number {
     if (oldName === newName) return 0;
     const clash = this.collisions(oldName, newName);
     if (clash.length > 0) {
@@ -81,50 +136,64 @@ export class RoutingIndex {
         data: { table: "gateway_routing (in memory)", key: clash[0] },
       });
     }
-    const keys = this.keysOf(oldName);
-    for (const key of keys) {
-      const entry = this.entries.get(key)!;
-      const unpersisted = this.dirty.has(key);
-      this.entries.delete(key);
-      this.dirty.delete(key);
-      if (!options.persisted) this.removed.add(key);
-      const moved: RoutingEntry = {
-        ...entry,
-        routing_key: rekeyRoutingKey(key, oldName, newName),
-        session_key: rekeyRoutingKey(entry.session_key, oldName, newName),
-        origin: { ...entry.origin, profile: entry.origin.profile === oldName ? newName : entry.origin.profile },
-      };
-      this.entries.set(moved.routing_key, moved);
-      this.removed.delete(moved.routing_key);
-      if (!options.persisted || unpersisted) this.dirty.add(moved.routing_key);
+    const from = this.profiles.get(oldName);
+    if (!from) return 0;
+    this.profiles.delete(oldName);
+    const to = this.profiles.get(newName);
+    if (!to || (to.entries.size === 0 && to.dirty.size === 0 && to.removed.size === 0)) {
+      this.profiles.set(newName, from);
+      return from.entries.size;
     }
-    return keys.length;
+    for (const [chatKey, stored] of from.entries) {
+      to.entries.set(chatKey, stored);
+      to.removed.delete(chatKey);
+      if (from.dirty.has(chatKey)) to.dirty.add(chatKey);
+    }
+    // Deletes not persisted yet: the store moved those rows onto `new` as well.
+    for (const chatKey of from.removed) if (!to.entries.has(chatKey)) to.removed.add(chatKey);
+    return from.entries.size;
   }
 
   removeProfile(name: string): number {
-    const keys = this.keysOf(name);
-    for (const key of keys) this.delete(key);
-    return keys.length;
+    const routes = this.profiles.get(name);
+    if (!routes) return 0;
+    const count = routes.entries.size;
+    for (const chatKey of routes.entries.keys()) routes.removed.add(chatKey);
+    routes.entries.clear();
+    routes.dirty.clear();
+    return count;
   }
 
   /** What changed since the last call; the caller persists it. */
   takeChanges(): RoutingChanges {
-    const changes = {
-      upserts: [...this.dirty].map((k) => this.entries.get(k)!).filter(Boolean),
-      deletes: [...this.removed],
-    };
-    this.dirty.clear();
-    this.removed.clear();
+    const changes: RoutingChanges = { upserts: [], deletes: [] };
+    for (const [profile, routes] of this.profiles) {
+      for (const chatKey of routes.dirty) changes.upserts.push(toEntry(profile, chatKey, routes.entries.get(chatKey)!));
+      for (const chatKey of routes.removed) changes.deletes.push(profileKeyPrefix(profile) + chatKey);
+      routes.dirty.clear();
+      routes.removed.clear();
+      if (routes.entries.size === 0) this.profiles.delete(profile);
+    }
     return changes;
   }
 
   /** Puts changes back after a failed persist so the next attempt writes them. */
   restoreChanges(changes: RoutingChanges): void {
-    for (const e of changes.upserts) if (this.entries.has(e.routing_key)) this.dirty.add(e.routing_key);
-    for (const k of changes.deletes) if (!this.entries.has(k)) this.removed.add(k);
+    for (const e of changes.upserts) {
+      const split = splitProfileKey(e.routing_key);
+      const routes = split && this.profiles.get(split.profile);
+      if (split && routes?.entries.has(split.chatKey)) routes.dirty.add(split.chatKey);
+    }
+    for (const k of changes.deletes) {
+      const split = splitProfileKey(k);
+      if (!split) continue;
+      const routes = this.routesOf(split.profile);
+      if (!routes.entries.has(split.chatKey)) routes.removed.add(split.chatKey);
+    }
   }
 
   get hasChanges(): boolean {
-    return this.dirty.size > 0 || this.removed.size > 0;
+    for (const routes of this.profiles.values()) if (routes.dirty.size > 0 || routes.removed.size > 0) return true;
+    return false;
   }
 }

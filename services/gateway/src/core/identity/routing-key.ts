@@ -9,6 +9,18 @@ export interface RoutingOrigin {
   thread_id?: string;
 }
 
+/** An origin as the store and the routing index keep it: without its profile, which is the row's (or group's) own. */
+export type StoredOrigin = Omit<RoutingOrigin, "profile">;
+
+export function withoutProfile(origin: RoutingOrigin): StoredOrigin {
+  const { profile: _, ...rest } = origin;
+  return rest;
+}
+
+export function originOf(profile: string, stored: StoredOrigin): RoutingOrigin {
+  return { profile, ...stored };
+}
+
 export function routingKey(origin: RoutingOrigin): string {
   const parts = ["agent", origin.profile, origin.platform, origin.chat_type, origin.chat_id];
   if (origin.thread_id) parts.push(origin.thread_id);
@@ -18,6 +30,18 @@ export function routingKey(origin: RoutingOrigin): string {
 /** The prefix every routing/session key of a profile starts with. */
 export function profileKeyPrefix(profile: string): string {
   return `agent:${profile}:`;
+}
+
+/**
+ * A key split into its profile and the rest (`agent:bob:telegram:dm:7` → bob, `telegram:dm:7`): the
+ * store keeps the profile as an id and the rest as `chat_key`. A key of another shape has none.
+ */
+export function splitProfileKey(key: string): { profile: string; chatKey: string } | undefined {
+  const prefix = "agent:";
+  if (!key.startsWith(prefix)) return undefined;
+  const end = key.indexOf(":", prefix.length);
+  if (end <= prefix.length) return undefined;
+  return { profile: key.slice(prefix.length, end), chatKey: key.slice(end + 1) };
 }
 
 /**

@@ -8,6 +8,7 @@ import { roomReplicationMigration } from "./006-room-replication.js";
 import { telegramMigration } from "./007-telegram.js";
 import { routinesMigration } from "./008-routines.js";
 import { roomLogSegmentsMigration } from "./009-room-log-segments.js";
+import { profileIdsMigration } from "./010-profile-ids.js";
 
 /**
  * The gateway's HERMES_HOME/state.db schema, numbered and applied in order at start
@@ -23,6 +24,7 @@ export const GATEWAY_MIGRATIONS: readonly Migration[] = [
   telegramMigration,
   routinesMigration,
   roomLogSegmentsMigration,
+  profileIdsMigration,
 ];
 
 /** A named profile's profiles/<name>/state.db (the default profile's transcripts live in the root one). */
