@@ -338,7 +338,12 @@ export class ChatService {
    * A turn in a session whose lane the caller holds (via `exclusive`). Failures reject with a
    * HermesError whose `data.tool_effects` counts tool calls already executed.
    */
-  async runLocked(profile: string, queuedAs: SessionRow, text: string, options: LockedTurnOptions = {}): Promise<TurnOutput> {
+  async runLocked(
+    profile: string,
+    queuedAs: Pick<SessionRow, "session_id">,
+    text: string,
+    options: LockedTurnOptions = {},
+  ): Promise<TurnOutput> {
     const kind = options.obligation === false ? "delivery" : "chat";
     // A rename while the turn waited moved its session to the new name; the turn follows it.
     const session = this.currentSession(queuedAs.session_id, profile);

@@ -118,11 +118,6 @@ export class DeliveryWorker {
       const failure: TurnFailure = { reason: f.reason, error: f.error, cancelled: f.cancelled, timed_out: timedOut, effects: f.effects };
       report({ side: "ingress", event: { kind: "turn_ended", id: work.id, result: { kind: "failed", failure } } });
     };
-    const session = sessions.store.byId(work.session_id);
-    if (!session) {
-      failed(new HermesError("profile_deleted", `profile ${work.target_profile} was deleted while its turn was queued`), false);
-      return;
-    }
     // One controller per turn, aborted by the machine (abort_turn), by a stop, or when time is up.
     const turn = new AbortController();
     if (this.stopController.signal.aborted) turn.abort(this.stopController.signal.reason);
@@ -134,8 +129,14 @@ export class DeliveryWorker {
     }, settings.turnTimeoutMs);
     timer.unref();
     const run = async () => {
-      if (work.compact) chat.compact(work.target_profile, work.session_id);
-      return chat.runLocked(work.target_profile, session, work.text, {
+      if (work.compact) {
+        if (!sessions.store.byId(work.session_id)) {
+          throw new HermesError("profile_deleted", `profile ${work.target_profile} was deleted while its turn was queued`);
+        }
+        chat.compact(work.target_profile, work.session_id);
+      }
+      // The turn engine reads the session row (it fails profile_deleted when the row is gone).
+      return chat.runLocked(work.target_profile, { session_id: work.session_id }, work.text, {
         signal: turn.signal,
         user_meta: work.user_meta,
         commands: false,
