@@ -259,6 +259,7 @@ async function scenario(name, provider) {
         per_second: (MESSAGES / throughputMs) * 1000,
         // CPU of this process per delivery (user + system; time blocked in fsync is not CPU).
         cpu_ms_per_delivery: (cpu1.user + cpu1.system) / 1000 / MESSAGES,
+        cpu_user_ms_per_delivery: cpu1.user / 1000 / MESSAGES,
         commits_per_delivery: throughputCommits,
       },
       latency: {
@@ -326,7 +327,7 @@ for (const r of results) {
       `(enqueued in ${ms(r.throughput.enqueue_ms)}) = ${r.throughput.per_second.toFixed(0)} deliveries/s`,
   );
   log(
-    `  CPU per delivery (this process, user + system): ${ms(r.throughput.cpu_ms_per_delivery)} under load, ${ms(l.cpu_ms_per_delivery)} one at a time (user ${ms(l.cpu_user_ms_per_delivery)})` +
+    `  CPU per delivery (this process, user + system): ${ms(r.throughput.cpu_ms_per_delivery)} under load (user ${ms(r.throughput.cpu_user_ms_per_delivery)}), ${ms(l.cpu_ms_per_delivery)} one at a time (user ${ms(l.cpu_user_ms_per_delivery)})` +
       (r.scenario === "openai" ? " (includes the in-process provider server)" : ""),
   );
   const c = (x) => `${x.all.toFixed(2)} (state.db ${x.state_db.toFixed(2)}, transcripts ${x.transcripts.toFixed(2)})`;

@@ -4,7 +4,7 @@ import { Counter, Gauge, type Registry } from "prom-client";
 import type { AgentSpec } from "../core/models/agent-cache.js";
 import type { ResolvedModel } from "../core/models/channel-overrides.js";
 import { LocalProvider } from "../core/models/local-provider.js";
-import type { ChatMessage, Provider, ToolSpec } from "../core/models/provider.js";
+import type { Provider, ToolSpec } from "../core/models/provider.js";
 import { type PoolChange, type TickResult, WarmAgentPool } from "../core/models/warm-agent-pool.js";
 import { FallbackChain, type FallbackLink } from "../providers/fallback.js";
 import { OpenAIProvider } from "../providers/openai.js";
@@ -20,8 +20,6 @@ export interface PreparedAgent {
   system_prompt: string;
   tools: readonly ToolSpec[];
   built_at: number;
-  /** The conversation as of transcript seq `seq` (kept by the turn engine; dropped with the agent). */
-  transcript?: { seq: number; messages: ChatMessage[] } | undefined;
 }
 
 /** The environment variable holding a provider's key: `api_key_env`, else OPENAI_API_KEY for openai, else NAME_API_KEY. */

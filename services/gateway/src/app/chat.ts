@@ -23,6 +23,8 @@ import type { SessionRow } from "../store/sessions-store.js";
 import { type TranscriptMessage, TranscriptStore } from "../store/sessions-store.js";
 import { AgentCache, buildChain, endpointIdentity, type PreparedAgent } from "./agents.js";
 import type { AgentSettings } from "./config.js";
+import { ConversationMemo } from "./conversation-memo.js";
+import { LinkedSignal } from "./linked-signal.js";
 import type { ModelConfigSource, ProfileModelConfig } from "./model-config.js";
 import type { ProfileService } from "./profiles.js";
 import type { SessionService } from "./sessions.js";
@@ -91,7 +93,7 @@ export interface AgentRequest {
   config: ProfileModelConfig;
   resolved: ResolvedModel;
   system_prompt: string;
-  tools: ToolSpec[];
+  tools: readonly ToolSpec[];
 }
 
 export interface LockedTurnOptions {
@@ -108,8 +110,12 @@ export interface LockedTurnOptions {
 }
 
 const MAX_TURN_TEXT = 64 * 1024;
-/** Newest transcript rows read per turn when the warm agent remembers the rest. */
+const BOT_CHAT_TOOLS: readonly ToolSpec[] = [MESSAGE_AGENT_TOOL];
+const NO_TOOLS: readonly ToolSpec[] = [];
+/** At most this many new transcript rows are added to a remembered conversation (more: the whole transcript is read). */
 const HISTORY_PAGE = 64;
+/** Conversations remembered per warm-agent slot: sessions whose agent lost its slot keep theirs for a while. */
+const CONVERSATIONS_PER_WARM_AGENT = 2;
 export const DEFAULT_AGENT_SETTINGS: AgentSettings = { maxWarm: 32, idleMs: 600_000, slotWaitMs: 30_000, maxToolRounds: 4 };
 
 /** The canonical Bot Chat of its profile (the only place message_agent and the roster exist). */
@@ -152,6 +158,21 @@ export function toChatMessages(history: readonly TranscriptMessage[]): ChatMessa
 
 type NewMessage = Omit<TranscriptMessage, "seq">;
 
+const sameList = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+
+function sameSpec(a: AgentSpec, b: AgentSpec): boolean {
+  return (
+    a.profile === b.profile &&
+    a.model === b.model &&
+    a.provider === b.provider &&
+    a.provider_endpoint === b.provider_endpoint &&
+    sameList(a.fallback_providers, b.fallback_providers) &&
+    a.system_prompt === b.system_prompt &&
+    a.ephemeral_system_prompt === b.ephemeral_system_prompt &&
+    sameList(a.tools, b.tools)
+  );
+}
+
 /**
  * The turn engine. Turns are one at a time per session (a second turn queues behind the running
  * one, never refused). Each turn resolves its model (session `/model` > channel override > global;
@@ -172,15 +193,19 @@ export class ChatService {
   private stopping = false;
   private readonly stopController = new AbortController();
   private readonly turnCounter: Counter<"kind" | "outcome">;
-  private readonly prompts = new Map<string, { persona: string; roster: RosterEntry[] | undefined; text: string }>();
-  /** Sessions whose transcript was replaced (compaction): their agent's remembered history is stale. */
-  private readonly compacted = new Set<string>();
+  /** Each profile's last system prompt and the persona (the config's object: unchanged files, same object) and roster it was built from. */
+  private readonly prompts = new Map<string, { persona: PersonaText; roster: RosterEntry[] | undefined; text: string }>();
+  /** The last agent spec built from each config object (see specOf). */
+  private readonly lastSpecs = new WeakMap<ProfileModelConfig, { spec: AgentSpec; signature: string }>();
+  /** The sessions' conversations as of their last turn, so a turn reads only what was added since. */
+  private readonly conversations: ConversationMemo;
 
   constructor(private readonly deps: ChatDeps) {
     this.settings = deps.agents ?? DEFAULT_AGENT_SETTINGS;
     this.modelConfig = deps.modelConfig;
     this.host = deps.messaging;
     this.agents = new AgentCache(this.settings, deps.clock, deps.logger, deps.registry);
+    this.conversations = new ConversationMemo(CONVERSATIONS_PER_WARM_AGENT * this.settings.maxWarm);
     this.turnCounter = new Counter({
       name: "hermes_turns_total",
       help: "Turns run by the engine, by kind (chat, delivery) and outcome",
@@ -304,7 +329,7 @@ export class ChatService {
     const result = compactTranscript(transcript.list(sessionId), isoTime(this.deps.clock.now()));
     if (!result) return 0;
     transcript.replace(sessionId, result.messages);
-    this.compacted.add(sessionId);
+    this.conversations.forget(sessionId);
     this.deps.logger.info({ session_id: sessionId, removed: result.removed }, "transcript compacted");
     return result.removed;
   }
@@ -313,14 +338,20 @@ export class ChatService {
    * A turn in a session whose lane the caller holds (via `exclusive`). Failures reject with a
    * HermesError whose `data.tool_effects` counts tool calls already executed.
    */
-  async runLocked(profile: string, queuedAs: SessionRow, text: string, options: LockedTurnOptions = {}): Promise<TurnOutput> {
+  async runLocked(
+    profile: string,
+    queuedAs: Pick<SessionRow, "session_id">,
+    text: string,
+    options: LockedTurnOptions = {},
+  ): Promise<TurnOutput> {
     const kind = options.obligation === false ? "delivery" : "chat";
     // A rename while the turn waited moved its session to the new name; the turn follows it.
     const session = this.currentSession(queuedAs.session_id, profile);
     const turn = new AbortController();
     this.running.set(session.session_id, turn);
-    const signal = AbortSignal.any([this.stopController.signal, turn.signal, ...(options.signal ? [options.signal] : [])]);
     const finish = options.obligation === false ? () => {} : this.openObligation(session);
+    const linked = new LinkedSignal([this.stopController.signal, turn.signal, options.signal]);
+    const signal = linked.signal;
     const effects = { tool_calls: 0 };
     try {
       const out = await this.engine(session, text, options, signal, effects);
@@ -335,6 +366,7 @@ export class ChatService {
       e.data["tool_effects"] = effects.tool_calls;
       throw e;
     } finally {
+      linked.dispose();
       if (this.running.get(session.session_id) === turn) this.running.delete(session.session_id);
     }
   }
@@ -392,7 +424,7 @@ export class ChatService {
     const resolved = resolveModel(resolution);
     const botChat = isCanonicalBotChat(session);
     const host = this.host;
-    const tools: ToolSpec[] = botChat && host ? [MESSAGE_AGENT_TOOL] : [];
+    const tools = botChat && host ? BOT_CHAT_TOOLS : NO_TOOLS;
     const base = this.systemPrompt(profile, config.persona, botChat && host ? host.roster(profile) : undefined);
     const agent = await this.acquireAgent(
       { profile, session_id: session.session_id, config, resolved, system_prompt: base, tools },
@@ -401,7 +433,7 @@ export class ChatService {
 
     let evict: false | { why: string; detail?: string } = false;
     try {
-      const conversation = this.history(agent, new TranscriptStore(this.deps.profileDbs.get(profile)), session.session_id);
+      const conversation = this.history(new TranscriptStore(this.deps.profileDbs.get(profile)), session.session_id);
       const now = () => isoTime(this.deps.clock.now());
       const stored: NewMessage[] = [{ role: "user", content: text, meta: options.user_meta ?? {}, created_at: now() }];
       conversation.push({ role: "user", content: text });
@@ -447,8 +479,8 @@ export class ChatService {
       const owner = this.currentSession(session.session_id, profile).profile_name;
       const appended = new TranscriptStore(this.deps.profileDbs.get(owner)).append(session.session_id, stored);
       const lastSeq = appended.at(-1)?.seq;
-      // The warm agent keeps the conversation, so the next turn reads only what was added since.
-      if (lastSeq !== undefined) agent.transcript = { seq: lastSeq, messages: conversation };
+      // Remembered, so the next turn reads only what was added since.
+      if (lastSeq !== undefined) this.conversations.set(session.session_id, { seq: lastSeq, messages: conversation });
       if (options.touch !== false) this.deps.sessions.touch(session.session_id);
       const verdict = postTurnFallbackCheck(
         { model: served.model, provider: served.provider, fallback_active: fallbackActive },
@@ -470,19 +502,18 @@ export class ChatService {
   }
 
   /**
-   * The conversation so far as provider messages. A warm agent remembers it up to the last seq it
-   * saw, so a turn reads only the newest rows (notifications and other writers append through the
-   * transcript, so new rows have higher seqs); after a compaction, or when more than a page is new,
-   * it reads the whole transcript again.
+   * The conversation so far as provider messages. The memo has it up to the seq of the session's
+   * last turn, so a turn reads only that row (still there: the transcript was not replaced) and the
+   * ones added since (notifications and other writers append through the transcript, so new rows
+   * have the next seqs); when it has forgotten the session, or more than a page is new, the turn
+   * reads the whole transcript.
    */
-  private history(agent: PreparedAgent, transcript: TranscriptStore, sessionId: string): ChatMessage[] {
-    const cached = this.compacted.delete(sessionId) ? undefined : agent.transcript;
+  private history(transcript: TranscriptStore, sessionId: string): ChatMessage[] {
+    const cached = this.conversations.get(sessionId);
     if (cached) {
-      const tail = transcript.list(sessionId, HISTORY_PAGE);
-      const last = tail.at(-1)?.seq ?? 0;
-      if (last === cached.seq) return [...cached.messages];
-      if (last > cached.seq && (tail[0]?.seq ?? 0) <= cached.seq + 1) {
-        return [...cached.messages, ...toChatMessages(tail.filter((m) => m.seq > cached.seq))];
+      const rows = transcript.from(sessionId, cached.seq, HISTORY_PAGE + 2);
+      if (rows[0]?.seq === cached.seq && rows.length <= HISTORY_PAGE + 1) {
+        return rows.length === 1 ? [...cached.messages] : [...cached.messages, ...toChatMessages(rows.slice(1))];
       }
     }
     return toChatMessages(transcript.list(sessionId));
@@ -494,11 +525,10 @@ export class ChatService {
    * text on every turn.
    */
   private systemPrompt(profile: string, persona: PersonaText, roster: RosterEntry[] | undefined): string {
-    const personaKey = JSON.stringify(persona);
     const memo = this.prompts.get(profile);
-    if (memo && memo.persona === personaKey && memo.roster === roster) return memo.text;
+    if (memo && memo.persona === persona && memo.roster === roster) return memo.text;
     const text = buildSystemPrompt(persona, roster);
-    this.prompts.set(profile, { persona: personaKey, roster, text });
+    this.prompts.set(profile, { persona, roster, text });
     return text;
   }
 
@@ -561,6 +591,7 @@ export class ChatService {
       this.dropQueued(session.session_id, why());
       this.running.get(session.session_id)?.abort(why());
       this.agents.evict(session.session_id);
+      this.conversations.forget(session.session_id);
     }
   }
 
@@ -570,17 +601,7 @@ export class ChatService {
    * turns both come through here.
    */
   acquireAgent(r: AgentRequest, signal?: AbortSignal): Promise<PreparedAgent> {
-    const spec: AgentSpec = {
-      profile: r.profile,
-      model: r.resolved.model,
-      provider: r.resolved.provider,
-      provider_endpoint: endpointIdentity(r.config, [r.resolved.provider, ...r.config.fallback_providers]),
-      fallback_providers: r.config.fallback_providers,
-      system_prompt: r.system_prompt,
-      ephemeral_system_prompt: r.resolved.ephemeral_system_prompt,
-      tools: r.tools.map((t) => t.name),
-    };
-    const signature = agentSignature(spec);
+    const { spec, signature } = this.specOf(r);
     return this.agents.acquire(
       r.session_id,
       signature,
@@ -595,6 +616,29 @@ export class ChatService {
       }),
       signal,
     );
+  }
+
+  /**
+   * The agent spec of a request and its signature. Hashing the spec (its prompt carries the whole
+   * roster) is skipped when it equals the last one built from the same config object (a profile's
+   * config is the same object while its files are unchanged).
+   */
+  private specOf(r: AgentRequest): { spec: AgentSpec; signature: string } {
+    const spec: AgentSpec = {
+      profile: r.profile,
+      model: r.resolved.model,
+      provider: r.resolved.provider,
+      provider_endpoint: endpointIdentity(r.config, [r.resolved.provider, ...r.config.fallback_providers]),
+      fallback_providers: r.config.fallback_providers,
+      system_prompt: r.system_prompt,
+      ephemeral_system_prompt: r.resolved.ephemeral_system_prompt,
+      tools: r.tools.map((t) => t.name),
+    };
+    const last = this.lastSpecs.get(r.config);
+    if (last && sameSpec(last.spec, spec)) return last;
+    const memo = { spec, signature: agentSignature(spec) };
+    this.lastSpecs.set(r.config, memo);
+    return memo;
   }
 
   /**

@@ -56,6 +56,32 @@ describe("ModelConfigSource", () => {
     expect(() => source.forProfile("bob")).toThrow(/unknown key "modle"/);
   });
 
+  it("hands out the same config while none of its files changed, and a new one after any of them did", () => {
+    const source = new ModelConfigSource(home, {});
+    write("profiles/bob/config.yaml", "model: one\n");
+    const first = source.forProfile("bob");
+    expect(source.forProfile("bob")).toBe(first);
+    const edits: [string, string, (c: ReturnType<ModelConfigSource["forProfile"]>) => unknown, unknown][] = [
+      ["profiles/bob/SOUL.md", "Be brief.", (c) => c.persona.soul, "Be brief."],
+      ["profiles/bob/profile.yaml", "display_name: Bobby\n", (c) => c.persona.display_name, "Bobby"],
+      ["profiles/bob/.env", "K=profile\n", (c) => c.secret("K"), "profile"],
+      [".env", "H=home\n", (c) => c.secret("H"), "home"],
+      ["config.yaml", "fallback_providers: [local]\n", (c) => c.fallback_providers, ["local"]],
+      ["profiles/bob/config.yaml", "model: two-two\n", (c) => c.global.model, "two-two"],
+    ];
+    let previous = first;
+    for (const [file, text, read, expected] of edits) {
+      write(file, text);
+      const next = source.forProfile("bob");
+      expect(next, file).not.toBe(previous);
+      expect(read(next), file).toEqual(expected);
+      expect(source.forProfile("bob"), file).toBe(next);
+      previous = next;
+    }
+    rmSync(join(root, "profiles", "bob", "SOUL.md"));
+    expect(source.forProfile("bob").persona.soul).toBe("");
+  });
+
   it("/model --global writes model and provider, keeping comments and other keys", () => {
     write("profiles/bob/config.yaml", "# my bot\ntitle: Reviewer # shown in rosters\nmodel: old\n");
     const source = new ModelConfigSource(home, {});

@@ -57,32 +57,58 @@ export function readConfigDocument(file: string): Document {
 export const DEFAULT_OPENAI_ENTRY: ProviderEntry = { base_url: "https://api.openai.com/v1", api_key_env: "OPENAI_API_KEY" };
 
 interface Cached<T> {
-  stamp: string;
+  /** The file's mtime and size when it was read (-1 when it was missing). */
+  mtimeMs: number;
+  size: number;
   value: T;
 }
 
-/** Reads files through a cache that is refreshed when a file's mtime or size changes (one stat per use). */
+/**
+ * Reads files through a cache that is refreshed when a file's mtime or size changes (one stat per
+ * use). An unchanged file gives back the very value read before, so callers can memoise on it.
+ */
 class FileCache {
   private readonly entries = new Map<string, Cached<unknown>>();
 
   get<T>(file: string, read: (file: string) => T): T {
-    let stamp = "missing";
-    try {
-      const st = statSync(file);
-      stamp = `${st.mtimeMs}:${st.size}`;
-    } catch {
-      // A missing file reads as its empty value.
-    }
+    // A missing file reads as its empty value (no exception: most profiles have no SOUL.md or .env).
+    const st = statSync(file, { throwIfNoEntry: false });
+    const mtimeMs = st ? st.mtimeMs : -1;
+    const size = st ? st.size : -1;
     const hit = this.entries.get(file);
-    if (hit && hit.stamp === stamp) return hit.value as T;
+    if (hit && hit.mtimeMs === mtimeMs && hit.size === size) return hit.value as T;
     const value = read(file);
-    this.entries.set(file, { stamp, value });
+    this.entries.set(file, { mtimeMs, size, value });
     return value;
   }
 
   forget(file: string): void {
     this.entries.delete(file);
   }
+}
+
+/** What a profile's effective config is assembled from: the files' cached values. */
+interface ConfigInputs {
+  base: GatewayConfigFile;
+  own: ModelConfig;
+  soul: string;
+  profileEnv: Record<string, string>;
+  homeEnv: Record<string, string>;
+  displayName: string;
+}
+
+const NO_ENV: Record<string, string> = {};
+
+/** Unchanged files give back the same cached values, so identity says "nothing changed". */
+function sameInputs(a: ConfigInputs, b: ConfigInputs): boolean {
+  return (
+    a.base === b.base &&
+    a.own === b.own &&
+    a.soul === b.soul &&
+    a.profileEnv === b.profileEnv &&
+    a.homeEnv === b.homeEnv &&
+    a.displayName === b.displayName
+  );
 }
 
 function mergePlatforms(base: ModelConfig["platforms"], own: ModelConfig["platforms"]): PlatformsConfig {
@@ -101,6 +127,8 @@ function mergePlatforms(base: ModelConfig["platforms"], own: ModelConfig["platfo
  */
 export class ModelConfigSource {
   private readonly files = new FileCache();
+  /** Each profile's last assembled config and what it was assembled from. */
+  private readonly assembled = new Map<string, { inputs: ConfigInputs; config: ProfileModelConfig }>();
 
   constructor(
     private readonly home: HermesHome,
@@ -136,19 +164,35 @@ export class ModelConfigSource {
     return meta.display_name ?? profile;
   }
 
+  /**
+   * The profile's effective config. While none of its files changed this is the object returned
+   * before (the files are still checked on every call, so a hand edit counts on the next turn).
+   */
   forProfile(profile: string): ProfileModelConfig {
-    const base = this.gatewayFile();
-    const own = this.profileFile(profile);
     const dir = this.home.profileDir(profile);
-    const soulFile = this.text(join(dir, "SOUL.md")).trim();
-    const profileEnv = profile === DEFAULT_PROFILE ? {} : this.envFile(join(dir, ".env"));
-    const homeEnv = this.envFile(this.home.envFile);
+    const inputs: ConfigInputs = {
+      base: this.gatewayFile(),
+      own: this.profileFile(profile),
+      soul: this.text(join(dir, "SOUL.md")),
+      profileEnv: profile === DEFAULT_PROFILE ? NO_ENV : this.envFile(join(dir, ".env")),
+      homeEnv: this.envFile(this.home.envFile),
+      displayName: this.displayName(profile),
+    };
+    const memo = this.assembled.get(profile);
+    if (memo && sameInputs(memo.inputs, inputs)) return memo.config;
+    const config = this.assemble(profile, inputs);
+    this.assembled.set(profile, { inputs, config });
+    return config;
+  }
+
+  private assemble(profile: string, { base, own, soul, profileEnv, homeEnv, displayName }: ConfigInputs): ProfileModelConfig {
+    const soulFile = soul.trim();
     const env = this.env;
     const ephemeral = own.ephemeral_system_prompt ?? base.ephemeral_system_prompt;
     return {
       profile,
       persona: {
-        display_name: this.displayName(profile),
+        display_name: displayName,
         handle: profile,
         title: own.title ?? "",
         description: own.description ?? "",

@@ -118,6 +118,39 @@ export interface TranscriptMessage {
   created_at: string;
 }
 
+type StoredMessage = Omit<TranscriptMessage, "meta"> & { meta_json: string };
+
+const toMessage = ({ meta_json, ...m }: StoredMessage): TranscriptMessage => ({
+  ...m,
+  meta: JSON.parse(meta_json) as Record<string, unknown>,
+});
+
+type AppendTransaction = ReturnType<typeof makeAppendTransaction>;
+
+function makeAppendTransaction(db: Db) {
+  const next = statement(db, "SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM messages WHERE session_id = ?");
+  const insert = statement(db, "INSERT INTO messages (session_id, seq, role, content, meta_json, created_at) VALUES (?, ?, ?, ?, ?, ?)");
+  return db.transaction((sessionId: string, messages: Omit<TranscriptMessage, "seq">[]): TranscriptMessage[] => {
+    let seq = (next.get(sessionId) as { seq: number }).seq;
+    return messages.map((m) => {
+      insert.run(sessionId, seq, m.role, m.content, JSON.stringify(m.meta), m.created_at);
+      return { ...m, seq: seq++ };
+    });
+  });
+}
+
+/** Each connection's append transaction, made once (making one per append costs a third of running it). */
+const appendTransactions = new WeakMap<Db, AppendTransaction>();
+
+function appendTransaction(db: Db): AppendTransaction {
+  let tx = appendTransactions.get(db);
+  if (!tx) {
+    tx = makeAppendTransaction(db);
+    appendTransactions.set(db, tx);
+  }
+  return tx;
+}
+
 /** A profile's transcripts, in its own state.db (the root one for `default`). */
 export class TranscriptStore {
   constructor(private readonly db: Db) {}
@@ -126,26 +159,22 @@ export class TranscriptStore {
     const rows = statement(
       this.db,
       "SELECT seq, role, content, meta_json, created_at FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT ?",
-    ).all(sessionId, limit) as (Omit<TranscriptMessage, "meta"> & { meta_json: string })[];
-    return rows.reverse().map(({ meta_json, ...m }) => ({ ...m, meta: JSON.parse(meta_json) as Record<string, unknown> }));
+    ).all(sessionId, limit) as StoredMessage[];
+    return rows.reverse().map(toMessage);
+  }
+
+  /** The messages from seq `fromSeq` on, oldest first, at most `limit` of them (what was added to a remembered conversation). */
+  from(sessionId: string, fromSeq: number, limit: number): TranscriptMessage[] {
+    const rows = statement(
+      this.db,
+      "SELECT seq, role, content, meta_json, created_at FROM messages WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+    ).all(sessionId, fromSeq, limit) as StoredMessage[];
+    return rows.map(toMessage);
   }
 
   /** Appends messages in one transaction with dense per-session seqs. */
   append(sessionId: string, messages: Omit<TranscriptMessage, "seq">[]): TranscriptMessage[] {
-    const next = statement(this.db, "SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM messages WHERE session_id = ?");
-    const insert = statement(
-      this.db,
-      "INSERT INTO messages (session_id, seq, role, content, meta_json, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-    );
-    return this.db
-      .transaction(() => {
-        let seq = (next.get(sessionId) as { seq: number }).seq;
-        return messages.map((m) => {
-          insert.run(sessionId, seq, m.role, m.content, JSON.stringify(m.meta), m.created_at);
-          return { ...m, seq: seq++ };
-        });
-      })
-      .immediate();
+    return appendTransaction(this.db).immediate(sessionId, messages);
   }
 
   /** Replaces a session's transcript with a shorter one (context compaction); one transaction. */

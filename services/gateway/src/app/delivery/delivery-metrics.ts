@@ -8,6 +8,11 @@ export class DeliveryMetrics {
   private readonly ended: Counter<"side" | "state" | "reason">;
   private readonly retries: Counter<"side" | "reason">;
   private readonly duration: Histogram<"side" | "state">;
+  /**
+   * The series of each (side, state, reason) seen, looked up once: finding a series by its labels
+   * costs more than the increment.
+   */
+  private readonly endSeries = new Map<string, { ended: Counter.Internal; duration: Histogram.Internal<"side" | "state"> }>();
 
   constructor(registry: Registry | undefined, depth: () => Record<DeliverySide, number>) {
     const registers = registry ? [registry] : [];
@@ -44,9 +49,16 @@ export class DeliveryMetrics {
   }
 
   recordEnd(side: DeliverySide, record: DeliveryRecord, now: number): void {
-    this.ended.inc({ side, state: record.state, reason: record.reason ?? "none" });
+    const reason = record.reason ?? "none";
+    const key = `${side} ${record.state} ${reason}`;
+    let series = this.endSeries.get(key);
+    if (!series) {
+      series = { ended: this.ended.labels(side, record.state, reason), duration: this.duration.labels(side, record.state) };
+      this.endSeries.set(key, series);
+    }
+    series.ended.inc();
     const started = Date.parse(record.created_at);
-    if (Number.isFinite(started)) this.duration.observe({ side, state: record.state }, Math.max(0, now - started) / 1000);
+    if (Number.isFinite(started)) series.duration.observe(Math.max(0, now - started) / 1000);
   }
 
   recordRetry(side: DeliverySide, reason: string): void {

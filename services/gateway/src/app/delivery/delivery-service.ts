@@ -91,6 +91,8 @@ export class DeliveryService implements MessageAgentHost {
   /** Steps decided while an earlier step's effects are being applied. */
   private readonly queued: { side: Side; effects: (OutboxEffect | IngressEffect)[] }[] = [];
   private applying = false;
+  /** The id `send` has just minted, while its step runs: no row can hold it yet, so none is looked up. */
+  private minted: string | undefined;
 
   constructor(private readonly deps: DeliveryServiceDeps) {
     const { settings } = deps;
@@ -287,7 +289,12 @@ export class DeliveryService implements MessageAgentHost {
     );
     const id = envelope.delivery_id;
     const stored = options.delivery_id && !this.outbox.isOpen(id) ? this.store.outbox(id) : undefined;
-    this.step("outbox", { kind: "send", row: newOutboxRow(envelope, route, now), stored });
+    this.minted = options.delivery_id ? undefined : id;
+    try {
+      this.step("outbox", { kind: "send", row: newOutboxRow(envelope, route, now), stored });
+    } finally {
+      this.minted = undefined;
+    }
     await this.commit.durable();
     return queuedAck(envelope);
   }
@@ -322,7 +329,8 @@ export class DeliveryService implements MessageAgentHost {
     const now = this.deps.clock.now();
     try {
       const profile = this.targetProfile(row.target_profile ?? "");
-      const stored = this.ingress.isOpen(row.delivery_id) ? undefined : this.store.ingress(row.delivery_id);
+      const known = row.delivery_id !== this.minted && !this.ingress.isOpen(row.delivery_id);
+      const stored = known ? this.store.ingress(row.delivery_id) : undefined;
       if (!stored) this.deps.profiles.assertIdentitySettled(profile);
       const ingressRow = newIngressRow(
         envelopeOf(row),

@@ -118,18 +118,26 @@ export class DeliveryWorker {
       const failure: TurnFailure = { reason: f.reason, error: f.error, cancelled: f.cancelled, timed_out: timedOut, effects: f.effects };
       report({ side: "ingress", event: { kind: "turn_ended", id: work.id, result: { kind: "failed", failure } } });
     };
-    const session = sessions.store.byId(work.session_id);
-    if (!session) {
-      failed(new HermesError("profile_deleted", `profile ${work.target_profile} was deleted while its turn was queued`), false);
-      return;
-    }
-    const timeout = AbortSignal.timeout(settings.turnTimeoutMs);
+    // One controller per turn, aborted by the machine (abort_turn), by a stop, or when time is up.
     const turn = new AbortController();
+    if (this.stopController.signal.aborted) turn.abort(this.stopController.signal.reason);
     this.turns.set(work.id, turn);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      turn.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError"));
+    }, settings.turnTimeoutMs);
+    timer.unref();
     const run = async () => {
-      if (work.compact) chat.compact(work.target_profile, work.session_id);
-      return chat.runLocked(work.target_profile, session, work.text, {
-        signal: AbortSignal.any([timeout, this.stopController.signal, turn.signal]),
+      if (work.compact) {
+        if (!sessions.store.byId(work.session_id)) {
+          throw new HermesError("profile_deleted", `profile ${work.target_profile} was deleted while its turn was queued`);
+        }
+        chat.compact(work.target_profile, work.session_id);
+      }
+      // The turn engine reads the session row (it fails profile_deleted when the row is gone).
+      return chat.runLocked(work.target_profile, { session_id: work.session_id }, work.text, {
+        signal: turn.signal,
         user_meta: work.user_meta,
         commands: false,
         obligation: false,
@@ -140,9 +148,12 @@ export class DeliveryWorker {
       run()
         .then(
           (out) => report({ side: "ingress", event: { kind: "turn_ended", id: work.id, result: { kind: "reply", reply: out.reply } } }),
-          (err: unknown) => failed(err, timeout.aborted),
+          (err: unknown) => failed(err, timedOut),
         )
-        .finally(() => this.turns.delete(work.id)),
+        .finally(() => {
+          clearTimeout(timer);
+          this.turns.delete(work.id);
+        }),
     );
   }
 
@@ -236,7 +247,9 @@ export class DeliveryWorker {
   /** Graceful stop, after the turn engine stopped: cancels what still runs, waits for every report, closes the transports. */
   async stop(): Promise<void> {
     this.stopping = true;
-    this.stopController.abort(new HermesError("runtime_offline", "the gateway is stopping"));
+    const stopped = new HermesError("runtime_offline", "the gateway is stopping");
+    this.stopController.abort(stopped);
+    for (const turn of this.turns.values()) turn.abort(stopped);
     // The turn engine has stopped, so nothing else runs in a lane held here any more.
     for (const release of this.held.values()) release();
     this.held.clear();
