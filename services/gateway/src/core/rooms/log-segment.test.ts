@@ -51,6 +51,24 @@ describe("log segments", () => {
     expect(() => concatRuns([sliceRun(run, 0, 2), sliceRun(run, 3, 5)])).toThrow(/not contiguous/);
   });
 
+  it("encodes events of any texts and any hashes as JSON.stringify writes each tuple", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.oneof(fc.string(), fc.constantFrom(...AWKWARD), fc.string({ unit: "grapheme" })), { minLength: 1, maxLength: 20 }),
+        fc.constantFrom("", "ZZ", 'a"],[', "日本", null),
+        (texts, oddHash) => {
+          const events = log(texts);
+          // A hash that does not end in a hex digit (not what the core writes): encoded tuple by tuple.
+          if (oddHash !== null) events[events.length - 1] = { ...events[events.length - 1]!, hash: oddHash };
+          const run = encodeTuples(events);
+          expect(tupleTexts(run)).toEqual(stringified(events));
+          expect(Buffer.from(run.body).toString("utf8")).toBe(stringified(events).join(","));
+        },
+      ),
+    );
+    expect(encodeTuples([])).toMatchObject({ first_seq: 0, ends: new Uint32Array(0) });
+  });
+
   it("finds every tuple of a packed page in its bytes, whatever the texts hold", () => {
     fc.assert(
       fc.property(
