@@ -875,7 +875,7 @@ export class RoomsStore {
 
   /**
    * Meta after appending `events` (only room.* kinds change it), `lineage` describing them.
-   * Returns the same object when nothing changed but the time.
+   * When nothing but the time changed, the members are the same array (saveRow then writes only the row's state).
    */
   private metaAfter(room: StoredRoom, events: readonly RoomEvent[], lineage: readonly LineageEntry[]): RoomMeta {
     let meta: RoomMeta = { ...room.meta, updated_at: this.now() };
@@ -971,7 +971,7 @@ function receivedRun(events: readonly RoomEvent[], page: LogPage | undefined): T
   return sliceRun(run, from, to);
 }
 
-/** Equal but for updated_at (which the room row's upsert writes anyway). */
+/** Equal but for updated_at (which every write of the row's state writes anyway). */
 function sameMetaBesidesTime(a: RoomMeta, b: RoomMeta): boolean {
   return (
     a.name === b.name &&
