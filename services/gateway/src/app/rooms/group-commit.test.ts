@@ -112,6 +112,9 @@ describe("GroupCommit", () => {
     const events = store.events("r1", 0, 100);
     expect(events.map((e) => e.event_id)).toEqual(["system:room-created", "x", "y", "z"]);
     expect(verifyChain(events, 0, "").ok).toBe(true);
+    // Alone in its commit (the one-row id insert meets the stored id the same way).
+    expect(await group.submit("r1", send("y"))).toMatchObject({ kind: "idempotent", event: { seq: 3 } });
+    expect(store.state("r1")!.last_seq).toBe(4);
   });
 
   it("answers a retry from its stored event where a plan without it would refuse (a stale cursor, a fenced room)", async () => {
