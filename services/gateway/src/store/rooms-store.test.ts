@@ -56,9 +56,11 @@ afterEach(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function open(name: string, gatewayId: string): RoomsStore {
+/** A store on a fresh database; `patch` may wrap the connection before the store prepares anything. */
+function open(name: string, gatewayId: string, patch?: (db: Db) => void): RoomsStore {
   const db = openDatabase(join(dir, `${name}.db`), { label: name, migrations: GATEWAY_MIGRATIONS });
   dbs.push(db);
+  patch?.(db);
   return new RoomsStore(db, gatewayId, () => NOW);
 }
 
@@ -272,22 +274,51 @@ describe("RoomsStore", () => {
     expect(store.eventById("r", "m3")).toBeNull();
   });
 
+  it("commits plans made without the idempotency lookup, and writes nothing when one of their ids is stored", () => {
+    const store = open("a", "gw-a");
+    create(store);
+    append(store, "r", [send("m1"), send("m2")]);
+    const before = reread(store, "r");
+    // Planned as if nothing were stored: m1 looks new and is given seq 4.
+    const blind = planAppendBatch(
+      before.state,
+      [
+        { request: send("m3"), stored: null },
+        { request: send("m1"), stored: null },
+      ],
+      NOW,
+    );
+    expect(blind.appended.map((e) => e.event_id)).toEqual(["m3", "m1"]);
+    expect(store.commitAppends([{ roomId: "r", plan: blind }], { idsUnchecked: true })).toBe(false);
+    expect(reread(store, "r").state).toEqual(before.state);
+    expect(store.state("r")).toEqual(before.state);
+    expect(store.eventById("r", "m3")).toBeNull();
+    expect(store.events("r", 0, 10).map((e) => e.event_id)).toEqual(["system:room-created", "m1", "m2"]);
+    // Nothing stored under its ids: it commits.
+    const fresh = planAppendBatch(before.state, [{ request: send("m3"), stored: null }], NOW);
+    expect(store.commitAppends([{ roomId: "r", plan: fresh }], { idsUnchecked: true })).toBe(true);
+    expect(reread(store, "r").state.last_seq).toBe(4);
+    expect(verifyChain(store.events("r", 0, 10), 0, "").ok).toBe(true);
+  });
+
   it("applies replica pages at synchronous=NORMAL and is back at FULL afterwards", () => {
     const a = open("a", "gw-a");
-    const b = open("b", "gw-b");
+    let seen = -1;
+    // Every write transaction of the store notes the synchronous mode it starts in.
+    const b = open("b", "gw-b", (db) => {
+      const run = db.transaction.bind(db);
+      db.transaction = ((fn: (...args: unknown[]) => void) => {
+        const tx = run(fn);
+        const wrapped = Object.assign((...args: unknown[]) => tx(...args), tx);
+        wrapped.immediate = (...args: unknown[]) => {
+          seen = db.pragma("synchronous", { simple: true }) as number;
+          return tx.immediate(...args);
+        };
+        return wrapped;
+      }) as typeof db.transaction;
+    });
     create(a);
     append(a, "r", [send("m1"), send("m2"), send("m3"), send("m4")]);
-    let seen = -1;
-    const run = b.db.transaction.bind(b.db);
-    b.db.transaction = ((fn: () => void) => {
-      const tx = run(fn);
-      const wrapped = Object.assign(() => tx(), tx);
-      wrapped.immediate = () => {
-        seen = b.db.pragma("synchronous", { simple: true }) as number;
-        return tx.immediate();
-      };
-      return wrapped;
-    }) as typeof b.db.transaction;
     pullAll(a, b, "r");
     expect(seen).toBe(1); // NORMAL inside the page transaction
     expect(b.db.pragma("synchronous", { simple: true })).toBe(2); // FULL again

@@ -135,6 +135,11 @@ function blob(bytes: Uint8Array): Buffer {
   return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
+/** An appended event's id is already stored (a commit of plans made without looking their ids up). */
+class EventIdTaken extends Error {
+  override readonly name = "EventIdTaken";
+}
+
 function parseJson<T>(text: string | null, fallback: T): T {
   if (text === null) return fallback;
   try {
@@ -146,6 +151,8 @@ function parseJson<T>(text: string | null, fallback: T): T {
 
 export class RoomsStore {
   private readonly cache = new Map<string, StoredRoom>();
+  /** One transaction function for every write (made once: a group commit runs one per turn of the event loop). */
+  private readonly transaction: Database.Transaction<(fn: () => void) => void>;
   /** Logs this gateway has opened (written or read), by room. */
   private readonly logs = new Map<string, LogTail>();
   private readonly stmt: {
@@ -161,9 +168,11 @@ export class RoomsStore {
     seqById: Database.Statement;
     seqsByIds: Database.Statement;
     insertIds: Database.Statement;
+    insertId: Database.Statement;
     deleteId: Database.Statement;
     insertMeta: Database.Statement;
     upsertRoom: Database.Statement;
+    updateRoomState: Database.Statement;
     updateMeta: Database.Statement;
     deleteLineage: Database.Statement;
     insertLineage: Database.Statement;
@@ -184,6 +193,7 @@ export class RoomsStore {
     /** ISO time for updated_at and retirement records. */
     private readonly now: () => string,
   ) {
+    this.transaction = db.transaction((fn: () => void) => fn());
     this.stmt = {
       room: db.prepare("SELECT * FROM rooms WHERE room_id = ?"),
       lineage: db.prepare("SELECT epoch, gateway_id, start_seq FROM room_lineage WHERE room_id = ? ORDER BY epoch"),
@@ -212,6 +222,8 @@ export class RoomsStore {
         .pluck(),
       // The event ids of a commit in one statement: a JSON array of ids, the i-th at seq first + i.
       insertIds: db.prepare("INSERT INTO room_event_ids (log_id, event_id, seq) SELECT ?, value, ? + key FROM json_each(?)"),
+      // A commit of one event (the live tail's): a plain row, without the JSON array.
+      insertId: db.prepare("INSERT INTO room_event_ids (log_id, event_id, seq) VALUES (?, ?, ?)"),
       deleteId: db.prepare("DELETE FROM room_event_ids WHERE log_id = ? AND event_id = ?"),
       insertMeta: db.prepare("INSERT INTO room_meta_events (log_id, seq) VALUES (?, ?)"),
       upsertRoom: db.prepare(`
@@ -228,6 +240,12 @@ export class RoomsStore {
           last_hash = excluded.last_hash, replica_last_seq = excluded.replica_last_seq,
           replica_latest_seq = excluded.replica_latest_seq, safety_status = excluded.safety_status,
           safety_reason = excluded.safety_reason`),
+      // The columns of a room's state (what upsertRoom changes in a stored row), by position: every commit writes them.
+      updateRoomState: db.prepare(
+        `UPDATE rooms SET authority_gateway_id = ?, authority_epoch = ?, next_seq = ?, updated_at = ?, fenced_by_epoch = ?,
+           fenced_by_gateway_id = ?, max_epoch_seen = ?, last_hash = ?, replica_last_seq = ?, replica_latest_seq = ?,
+           safety_status = ?, safety_reason = ? WHERE room_id = ?`,
+      ),
       updateMeta: db.prepare(
         "UPDATE rooms SET name = @name, members_json = @members_json, revision = @revision, created_at = @created_at, disbanded_at = @disbanded_at WHERE room_id = @room_id",
       ),
@@ -458,26 +476,35 @@ export class RoomsStore {
 
   /**
    * Group commit: the appended events and new states of several rooms in one transaction. Every
-   * append of the batch is acknowledged only after this returns.
+   * append of the batch is acknowledged only after this returns true. With `idsUnchecked` (plans
+   * made without looking up the stored events of their ids) an event id that is already stored
+   * rolls the whole transaction back and false is returned: nothing was written. Without it, that
+   * is a bug in the plan and throws.
    */
-  commitAppends(batches: readonly { roomId: string; plan: AppendBatchPlan }[]): void {
+  commitAppends(batches: readonly { roomId: string; plan: AppendBatchPlan }[], options: { idsUnchecked?: boolean } = {}): boolean {
     const next = new Map<string, StoredRoom>();
     const changing = batches.filter((b) => b.plan.appended.length > 0);
-    if (changing.length === 0) return;
-    this.write(
-      changing.map((b) => b.roomId),
-      () => {
-        for (const { roomId, plan } of changing) {
-          const current = this.mustRoom(roomId);
-          this.appendToLog(roomId, plan.appended);
-          const meta = this.metaAfter(current, plan.appended, plan.state.lineage);
-          const stored: StoredRoom = { ...current, state: plan.state, meta };
-          this.saveRow(stored, current);
-          next.set(roomId, stored);
-        }
-      },
-    );
+    if (changing.length === 0) return true;
+    try {
+      this.write(
+        changing.map((b) => b.roomId),
+        () => {
+          for (const { roomId, plan } of changing) {
+            const current = this.mustRoom(roomId);
+            this.appendToLog(roomId, plan.appended, undefined, options.idsUnchecked === true);
+            const meta = this.metaAfter(current, plan.appended, plan.state.lineage);
+            const stored: StoredRoom = { ...current, state: plan.state, meta };
+            this.saveRow(stored, current);
+            next.set(roomId, stored);
+          }
+        },
+      );
+    } catch (err) {
+      if (err instanceof EventIdTaken) return false;
+      throw err;
+    }
     for (const [roomId, stored] of next) this.cache.set(roomId, stored);
+    return true;
   }
 
   /**
@@ -622,13 +649,13 @@ export class RoomsStore {
    */
   private write(roomIds: readonly string[], fn: () => void): void {
     try {
-      this.db.transaction(fn).immediate();
+      this.transaction.immediate(fn);
     } catch (err) {
       for (const id of roomIds) {
         this.cache.delete(id);
         this.logs.delete(id);
       }
-      if (err instanceof HermesError) throw err;
+      if (err instanceof HermesError || err instanceof EventIdTaken) throw err;
       const code = (err as { code?: unknown }).code;
       // A constraint is a bug in a plan, not the disk: keep SQLite's message for the log.
       if (typeof code === "string" && code.startsWith("SQLITE_CONSTRAINT")) throw err;
@@ -718,9 +745,28 @@ export class RoomsStore {
   /** Writes the row (and the lineage, members and meta when they changed) inside a transaction. */
   private saveRow(stored: StoredRoom, before: StoredRoom | undefined): void {
     const { state, meta } = stored;
-    this.stmt.upsertRoom.run(this.rowParams(stored));
+    if (before === undefined) this.stmt.upsertRoom.run(this.rowParams(stored));
+    else {
+      const replica = state.role === "replica";
+      const info = this.stmt.updateRoomState.run(
+        state.authority.gateway_id,
+        state.authority.epoch,
+        state.last_seq + 1,
+        meta.updated_at,
+        state.fenced_by?.epoch ?? null,
+        state.fenced_by?.gateway_id ?? null,
+        state.max_epoch_seen,
+        state.last_hash,
+        replica ? state.last_seq : null,
+        replica ? state.latest_seq : null,
+        state.safety_status,
+        state.safety_reason,
+        state.room_id,
+      );
+      if (info.changes !== 1) throw new HermesError("database_corrupt", `room ${state.room_id} has no row to update`);
+    }
     if (before === undefined || !sameLineage(before.state.lineage, state.lineage)) this.writeLineage(state.room_id, state.lineage);
-    if (before === undefined || before.meta !== meta) {
+    if (before === undefined || !sameMetaBesidesTime(before.meta, meta)) {
       this.stmt.updateMeta.run({
         room_id: state.room_id,
         name: meta.name,
@@ -773,7 +819,7 @@ export class RoomsStore {
    * and the seqs of room.* events. `run` is their encoding when it is at hand (a replica page's
    * bytes), else they are encoded here. The events must continue the log: seqs stay dense.
    */
-  private appendToLog(roomId: string, events: readonly RoomEvent[], run: TupleRun = encodeTuples(events)): void {
+  private appendToLog(roomId: string, events: readonly RoomEvent[], run: TupleRun = encodeTuples(events), idsUnchecked = false): void {
     if (events.length === 0) return;
     let log = this.log(roomId);
     if (log === undefined) {
@@ -802,7 +848,13 @@ export class RoomsStore {
       if (isFragment(count, segment.body.length)) log.fragments.push({ first_seq: segment.first_seq, count, bytes: segment.body.length });
     }
     log.lastSeq = first + events.length - 1;
-    this.stmt.insertIds.run(log.logId, first, JSON.stringify(events.map((e) => e.event_id)));
+    try {
+      if (events.length === 1) this.stmt.insertId.run(log.logId, events[0]!.event_id, first);
+      else this.stmt.insertIds.run(log.logId, first, JSON.stringify(events.map((e) => e.event_id)));
+    } catch (err) {
+      if (idsUnchecked && (err as { code?: unknown }).code === "SQLITE_CONSTRAINT_PRIMARYKEY") throw new EventIdTaken();
+      throw err;
+    }
     for (const e of events) {
       if (!e.kind.startsWith("room.")) continue;
       this.stmt.insertMeta.run(log.logId, e.seq);
@@ -823,7 +875,7 @@ export class RoomsStore {
 
   /**
    * Meta after appending `events` (only room.* kinds change it), `lineage` describing them.
-   * Returns the same object when nothing changed but the time.
+   * When nothing but the time changed, the members are the same array (saveRow then writes only the row's state).
    */
   private metaAfter(room: StoredRoom, events: readonly RoomEvent[], lineage: readonly LineageEntry[]): RoomMeta {
     let meta: RoomMeta = { ...room.meta, updated_at: this.now() };
@@ -917,6 +969,17 @@ function receivedRun(events: readonly RoomEvent[], page: LogPage | undefined): T
     return undefined;
   }
   return sliceRun(run, from, to);
+}
+
+/** Equal but for updated_at (which every write of the row's state writes anyway). */
+function sameMetaBesidesTime(a: RoomMeta, b: RoomMeta): boolean {
+  return (
+    a.name === b.name &&
+    a.members === b.members &&
+    a.revision === b.revision &&
+    a.created_at === b.created_at &&
+    a.disbanded_at === b.disbanded_at
+  );
 }
 
 function sameLineage(a: readonly LineageEntry[], b: readonly LineageEntry[]): boolean {

@@ -95,15 +95,47 @@ describe("GroupCommit", () => {
     expect(missing).toMatchObject({ kind: "refused", refusal: { reason: "not_found" } });
   });
 
+  it("answers a retry of an append committed earlier from the stored event, and commits the rest of its batch", async () => {
+    const first = await group.submit("r1", send("x", "hello"));
+    expect(first).toMatchObject({ kind: "appended", event: { seq: 2 } });
+    // The retry's commit meets the stored id: the batch is planned again with the lookup.
+    const [a, retry, b, conflict] = await Promise.all([
+      group.submit("r1", send("y")),
+      group.submit("r1", send("x", "hello")),
+      group.submit("r1", send("z")),
+      group.submit("r1", send("x", "other")),
+    ]);
+    expect(a).toMatchObject({ kind: "appended", event: { seq: 3 } });
+    expect(retry).toEqual({ kind: "idempotent", event: first.kind === "appended" ? first.event : null });
+    expect(b).toMatchObject({ kind: "appended", event: { seq: 4 } });
+    expect(conflict).toMatchObject({ kind: "refused", refusal: { reason: "idempotency_conflict", data: { seq: 2 } } });
+    const events = store.events("r1", 0, 100);
+    expect(events.map((e) => e.event_id)).toEqual(["system:room-created", "x", "y", "z"]);
+    expect(verifyChain(events, 0, "").ok).toBe(true);
+    // Alone in its commit (the one-row id insert meets the stored id the same way).
+    expect(await group.submit("r1", send("y"))).toMatchObject({ kind: "idempotent", event: { seq: 3 } });
+    expect(store.state("r1")!.last_seq).toBe(4);
+  });
+
+  it("answers a retry from its stored event where a plan without it would refuse (a stale cursor, a fenced room)", async () => {
+    const first = await group.submit("r1", { ...send("x"), expected_latest_seq: 1 });
+    expect(first).toMatchObject({ kind: "appended", event: { seq: 2 } });
+    expect(await group.submit("r1", { ...send("x"), expected_latest_seq: 1 })).toMatchObject({ kind: "idempotent", event: { seq: 2 } });
+    store.saveState("r1", { ...store.state("r1")!, fenced_by: { gateway_id: "gw-new", epoch: 2 } });
+    const [retry, fresh] = await Promise.all([group.submit("r1", send("x")), group.submit("r1", send("w"))]);
+    expect(retry).toMatchObject({ kind: "idempotent", event: { seq: 2 } });
+    expect(fresh).toMatchObject({ kind: "refused", refusal: { reason: "authority_conflict" } });
+  });
+
   it("acknowledges nothing of a batch whose commit fails, and recovers on the next one", async () => {
     const real = store.commitAppends.bind(store);
     let fail = true;
-    store.commitAppends = (batches) => {
+    store.commitAppends = (batches, options) => {
       if (fail) {
         fail = false;
         throw new HermesError("database_busy", "locked");
       }
-      real(batches);
+      return real(batches, options);
     };
     const results = await Promise.allSettled(Array.from({ length: 10 }, (_, i) => group.submit("r1", send(`f${i}`))));
     expect(results.every((r) => r.status === "rejected")).toBe(true);

@@ -1,4 +1,5 @@
 import {
+  type AppendBatchPlan,
   type AppendItem,
   type AppendOutcome,
   type AppendRequest,
@@ -8,11 +9,20 @@ import {
 } from "../../core/rooms/index.js";
 import type { RoomsStore } from "../../store/rooms-store.js";
 
-interface Pending {
+/** A submitted append; it is its own AppendItem (`stored` is filled in when the flush looks it up). */
+interface Pending extends AppendItem {
   roomId: string;
-  request: AppendRequest;
   resolve(outcome: AppendOutcome): void;
   reject(err: unknown): void;
+}
+
+/** One room's part of a flush: its appends in order and what answers them. */
+interface RoomBatch {
+  roomId: string;
+  items: Pending[];
+  plan: AppendBatchPlan | null;
+  /** Set instead of a plan when the room does not exist here. */
+  missing: AppendOutcome | null;
 }
 
 export interface GroupCommitHooks {
@@ -46,7 +56,7 @@ export class GroupCommit {
 
   submit(roomId: string, request: AppendRequest): Promise<AppendOutcome> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ roomId, request, resolve, reject });
+      this.queue.push({ roomId, request, stored: null, resolve, reject });
       this.schedule();
     });
   }
@@ -64,60 +74,90 @@ export class GroupCommit {
     });
   }
 
-  /** Plans and commits what is queued (synchronously: nothing else runs in between). */
+  /**
+   * Plans and commits what is queued (synchronously: nothing else runs in between).
+   *
+   * The idempotency lookup is skipped at first: a room's plan made as if none of its event ids were
+   * stored is the right plan whenever every append of it is accepted, and the commit itself checks
+   * the ids (the id index refuses a stored one; then nothing is written). Only a plan with another
+   * outcome (a refusal or a repeat could be a retry whose stored event answers it), or a commit
+   * that met a stored id, is made again with the stored events looked up.
+   */
   flush(): void {
     if (this.queue.length === 0) return;
-    const perRoom = new Map<string, Pending[]>();
+    const perRoom = new Map<string, RoomBatch>();
     const later: Pending[] = [];
     for (const item of this.queue) {
-      let list = perRoom.get(item.roomId);
-      if (list === undefined) {
-        list = [];
-        perRoom.set(item.roomId, list);
+      let batch = perRoom.get(item.roomId);
+      if (batch === undefined) {
+        batch = { roomId: item.roomId, items: [], plan: null, missing: null };
+        perRoom.set(item.roomId, batch);
       }
-      if (list.length < this.maxPerRoom) list.push(item);
+      if (batch.items.length < this.maxPerRoom) batch.items.push(item);
       else later.push(item);
     }
     this.queue = later;
+    const batches = [...perRoom.values()];
 
-    const answers: { item: Pending; outcome: AppendOutcome }[] = [];
-    const plans: { roomId: string; plan: ReturnType<typeof planAppendBatch> }[] = [];
     try {
-      for (const [roomId, items] of perRoom) {
-        const state = this.store.state(roomId);
-        if (state === undefined) {
-          const missing = refusal("not_found", `no room ${roomId} on this gateway; create it or replicate it first`, { room_id: roomId });
-          for (const item of items) answers.push({ item, outcome: { kind: "refused", refusal: missing } });
-          continue;
-        }
-        const stored = this.store.eventsByIds(
-          roomId,
-          items.map((item) => item.request.event_id),
-        );
-        const appendItems: AppendItem[] = items.map((item) => ({
-          request: item.request,
-          stored: stored.get(item.request.event_id) ?? null,
-        }));
-        const plan = planAppendBatch(state, appendItems, this.now());
-        plans.push({ roomId, plan });
-        for (const [i, item] of items.entries()) answers.push({ item, outcome: plan.outcomes[i]! });
+      const now = this.now();
+      for (const batch of batches) this.plan(batch, now, false);
+      if (!this.store.commitAppends(planned(batches), { idsUnchecked: true })) {
+        // A stored event id met the commit (a retry of an acknowledged send): nothing was written.
+        for (const batch of batches) this.plan(batch, now, true);
+        this.store.commitAppends(planned(batches));
       }
-      this.store.commitAppends(plans);
     } catch (err) {
       // Nothing of this batch committed: nobody is acknowledged.
-      for (const items of perRoom.values()) for (const item of items) item.reject(err);
+      for (const batch of batches) for (const item of batch.items) item.reject(err);
       if (this.queue.length > 0) this.schedule();
       return;
     }
     const appended = new Map<string, number>();
-    for (const { roomId, plan } of plans) if (plan.appended.length > 0) appended.set(roomId, plan.appended.length);
+    let answered = 0;
+    for (const { roomId, items, plan } of batches) {
+      answered += items.length;
+      if (plan !== null && plan.appended.length > 0) appended.set(roomId, plan.appended.length);
+    }
     try {
-      if (appended.size > 0) this.hooks.committed(appended, answers.length);
+      if (appended.size > 0) this.hooks.committed(appended, answered);
     } catch (err) {
       // Committed is committed: every append is answered whatever a listener did.
       this.hooks.listenerFailed?.(err);
     }
-    for (const { item, outcome } of answers) item.resolve(outcome);
+    for (const { items, plan, missing } of batches) {
+      for (let i = 0; i < items.length; i++) items[i]!.resolve(plan === null ? missing! : plan.outcomes[i]!);
+    }
     if (this.queue.length > 0) this.schedule();
   }
+
+  /** Plans one room's appends, with their stored events looked up or (`lookup` false) assumed absent. */
+  private plan(batch: RoomBatch, now: string, lookup: boolean): void {
+    const state = this.store.state(batch.roomId);
+    if (state === undefined) {
+      const refused = refusal("not_found", `no room ${batch.roomId} on this gateway; create it or replicate it first`, {
+        room_id: batch.roomId,
+      });
+      batch.plan = null;
+      batch.missing = { kind: "refused", refusal: refused };
+      return;
+    }
+    const { items } = batch;
+    if (lookup) {
+      const stored = this.store.eventsByIds(
+        batch.roomId,
+        items.map((item) => item.request.event_id),
+      );
+      for (const item of items) item.stored = stored.get(item.request.event_id) ?? null;
+    }
+    const plan = planAppendBatch(state, items, now);
+    if (!lookup && plan.appended.length !== items.length) this.plan(batch, now, true);
+    else batch.plan = plan;
+  }
+}
+
+function planned(batches: readonly RoomBatch[]): { roomId: string; plan: AppendBatchPlan }[] {
+  const out: { roomId: string; plan: AppendBatchPlan }[] = [];
+  for (const { roomId, plan } of batches) if (plan !== null) out.push({ roomId, plan });
+  return out;
 }

@@ -9,6 +9,7 @@ import {
   type RoomEvent,
   runOfPackedPage,
   tuplesToEvents,
+  utf8Text,
 } from "../../core/rooms/index.js";
 
 /**
@@ -24,14 +25,20 @@ export function packEvents(events: readonly RoomEvent[]): Buffer {
 
 /** Decodes packed events, checking every field's type (a remote page is untrusted input). */
 export function unpackEvents(roomId: string, packed: Uint8Array): RoomEvent[] {
-  if (packed.length === 0) return [];
+  return unpackPage(roomId, packed).events;
+}
+
+/** The events of packed bytes and the text they were decoded from. */
+function unpackPage(roomId: string, packed: Uint8Array): { events: RoomEvent[]; text: string } {
+  if (packed.length === 0) return { events: [], text: "" };
+  const text = utf8Text(packed);
   let tuples: unknown;
   try {
-    tuples = JSON.parse(Buffer.from(packed.buffer, packed.byteOffset, packed.byteLength).toString("utf8"));
+    tuples = JSON.parse(text);
   } catch {
     throw new HermesError("invalid_params", "malformed packed page: not JSON");
   }
-  return tuplesToEvents(roomId, tuples);
+  return { events: tuplesToEvents(roomId, tuples), text };
 }
 
 export function fromWireEvent(e: WireRoomEvent): RoomEvent {
@@ -42,7 +49,7 @@ export function fromWireEvent(e: WireRoomEvent): RoomEvent {
 /** A page received over gRPC, in the core's shape (packed or not). */
 export function fromWirePage(page: WireLogPage): LogPage {
   const packed = page.packed_events.length > 0;
-  const events = packed ? unpackEvents(page.room_id, page.packed_events) : page.events.map(fromWireEvent);
+  const { events, text } = packed ? unpackPage(page.room_id, page.packed_events) : { events: page.events.map(fromWireEvent), text: "" };
   return {
     room_id: page.room_id,
     events,
@@ -53,6 +60,6 @@ export function fromWirePage(page: WireLogPage): LogPage {
     lineage: page.lineage.map((entry): LineageEntry => ({ epoch: entry.epoch, gateway_id: entry.gateway_id, start_seq: entry.start_seq })),
     prev: page.prev ? { seq: page.prev.seq, epoch: page.prev.epoch, hash: page.prev.hash } : null,
     // The bytes the events came from: a replica stores them as they are (after checking them).
-    tuples: packed && events.length > 0 ? runOfPackedPage(page.packed_events, events) : undefined,
+    tuples: packed && events.length > 0 ? runOfPackedPage(page.packed_events, events, text) : undefined,
   };
 }

@@ -1,6 +1,6 @@
 import { hash } from "node:crypto";
 import { canonicalJson } from "./canonical-json.js";
-import type { RoomEvent } from "./types.js";
+import { EVENT_KINDS, type RoomEvent } from "./types.js";
 
 /** The "previous hash" of seq 1. */
 export const GENESIS_HASH = "";
@@ -21,9 +21,10 @@ export interface HashedFields {
  * with different whitespace or key order still computes the same hash. This is the definition.
  */
 export function eventHash(prevHash: string, fields: HashedFields): string {
-  return sha256Hex(
-    prevHash,
-    hashBody(fields, canonicalJson(JSON.parse(fields.actor_json)), canonicalJson(JSON.parse(fields.payload_json))),
+  return hash(
+    "sha256",
+    hashInput(prevHash, fields, canonicalJson(JSON.parse(fields.actor_json)), canonicalJson(JSON.parse(fields.payload_json))),
+    "hex",
   );
 }
 
@@ -32,18 +33,19 @@ export function eventHash(prevHash: string, fields: HashedFields): string {
  * core writes is): it skips re-parsing, which is most of the cost of an append.
  */
 export function eventHashOfCanonical(prevHash: string, fields: HashedFields): string {
-  return sha256Hex(prevHash, hashBody(fields, fields.actor_json, fields.payload_json));
-}
-
-function hashBody(fields: HashedFields, actorCanonical: string, payloadCanonical: string): string {
-  // canonicalJson of the 6-tuple, written out: numbers and strings as JSON.stringify writes them.
-  return `[${JSON.stringify(fields.seq)},${JSON.stringify(fields.event_id)},${JSON.stringify(fields.kind)},${actorCanonical},${JSON.stringify(fields.epoch)},${payloadCanonical}]`;
-}
-
-function sha256Hex(prevHash: string, body: string): string {
   // One-shot hash (Node ≥ 20.12): half the cost of createHash().update().digest(), and this runs
   // for every event appended or verified.
-  return hash("sha256", prevHash + body, "hex");
+  return hash("sha256", hashInput(prevHash, fields, fields.actor_json, fields.payload_json), "hex");
+}
+
+/** Every event kind as a JSON string, written once. */
+const QUOTED_KINDS: ReadonlyMap<string, string> = new Map(EVENT_KINDS.map((kind) => [kind, JSON.stringify(kind)]));
+
+/** `prev_hash ‖ canonical 6-tuple`, the hash's input. */
+function hashInput(prevHash: string, fields: HashedFields, actorCanonical: string, payloadCanonical: string): string {
+  // canonicalJson of the 6-tuple, written out: numbers and strings as JSON.stringify writes them.
+  const kind = QUOTED_KINDS.get(fields.kind) ?? JSON.stringify(fields.kind);
+  return `${prevHash}[${JSON.stringify(fields.seq)},${JSON.stringify(fields.event_id)},${kind},${actorCanonical},${JSON.stringify(fields.epoch)},${payloadCanonical}]`;
 }
 
 /** Does `event.hash` chain from `prevHash`? False (never a throw) for unparsable JSON. */

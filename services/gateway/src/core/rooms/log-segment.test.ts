@@ -14,6 +14,7 @@ import {
   SEGMENT_MAX_EVENTS,
   sliceRun,
   tupleStart,
+  utf8Text,
 } from "./log-segment.js";
 import { chatLog } from "./testing/chat-log.js";
 import type { RoomEvent, TupleRun } from "./types.js";
@@ -50,6 +51,24 @@ describe("log segments", () => {
     expect(() => concatRuns([sliceRun(run, 0, 2), sliceRun(run, 3, 5)])).toThrow(/not contiguous/);
   });
 
+  it("encodes events of any texts and any hashes as JSON.stringify writes each tuple", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.oneof(fc.string(), fc.constantFrom(...AWKWARD), fc.string({ unit: "grapheme" })), { minLength: 1, maxLength: 20 }),
+        fc.constantFrom("", "ZZ", 'a"],[', "日本", null),
+        (texts, oddHash) => {
+          const events = log(texts);
+          // A hash that does not end in a hex digit (not what the core writes): encoded tuple by tuple.
+          if (oddHash !== null) events[events.length - 1] = { ...events[events.length - 1]!, hash: oddHash };
+          const run = encodeTuples(events);
+          expect(tupleTexts(run)).toEqual(stringified(events));
+          expect(Buffer.from(run.body).toString("utf8")).toBe(stringified(events).join(","));
+        },
+      ),
+    );
+    expect(encodeTuples([])).toMatchObject({ first_seq: 0, ends: new Uint32Array(0) });
+  });
+
   it("finds every tuple of a packed page in its bytes, whatever the texts hold", () => {
     fc.assert(
       fc.property(
@@ -59,7 +78,10 @@ describe("log segments", () => {
           const packed = packedBytes([encodeTuples(events)]);
           const ends = locateTuples(packed, events.length);
           expect(ends).not.toBeNull();
-          const run = runOfPackedPage(packed, events);
+          // Searching the decoded text finds the same ends (on the string when it is one unit per byte).
+          const text = packed.toString("utf8");
+          expect(locateTuples(packed, events.length, text)).toEqual(ends);
+          const run = runOfPackedPage(packed, events, text);
           expect(run.body.buffer).toBe(packed.buffer); // the page's own bytes, not a copy
           expect(tupleTexts(run)).toEqual(stringified(events));
         },
@@ -77,11 +99,43 @@ describe("log segments", () => {
       ),
     );
     expect(locateTuples(spaced, events.length)).toBeNull();
+    expect(locateTuples(spaced, events.length, spaced.toString("utf8"))).toBeNull();
     expect(tupleTexts(runOfPackedPage(spaced, events))).toEqual(stringified(events));
     // A count that does not match what the bytes hold is no match either.
     const packed = packedBytes([encodeTuples(events)]);
     expect(locateTuples(packed, events.length + 1)).toBeNull();
     expect(locateTuples(packed, events.length - 1)).toBeNull();
+  });
+
+  it("searches the decoded text only where its offsets are the bytes' offsets", () => {
+    const events = log(['"],[', "plain"]);
+    const packed = packedBytes([encodeTuples(events)]);
+    const ends = locateTuples(packed, events.length)!;
+    // Invalid UTF-8 decodes to one U+FFFD per bad byte: still one unit per byte, same offsets.
+    const bad = Buffer.from(packed.toString("latin1").replace("plain", "pl\xffin"), "latin1");
+    expect(bad.toString("utf8").length).toBe(bad.length);
+    expect(locateTuples(bad, events.length, bad.toString("utf8"))).toEqual(ends);
+    // Non-ASCII text is shorter than its bytes: the search runs on the bytes.
+    const wideEvents = log(['"],[', "日本"]);
+    const wide = packedBytes([encodeTuples(wideEvents)]);
+    expect(wide.toString("utf8").length).toBeLessThan(wide.length);
+    const wideEnds = locateTuples(wide, wideEvents.length);
+    expect(wideEnds).not.toBeNull();
+    expect(locateTuples(wide, wideEvents.length, wide.toString("utf8"))).toEqual(wideEnds);
+    // A text that is not the page's (another length) is not used.
+    expect(locateTuples(packed, events.length, "x")).toEqual(ends);
+  });
+
+  it("reads bytes as UTF-8 whether or not they are ASCII, whole or in part", () => {
+    const samples = ["plain ascii", "日本語 😀 \u2028", "", "a\u0000\u007f"].map((t) => Buffer.from(t, "utf8"));
+    samples.push(Buffer.from([0x61, 0xff, 0x62, 0xe2, 0x82])); // invalid UTF-8: replacement characters, as toString writes them
+    for (const bytes of samples) {
+      expect(utf8Text(bytes)).toBe(bytes.toString("utf8"));
+      if (bytes.length >= 2) expect(utf8Text(bytes, 1, bytes.length - 1)).toBe(bytes.toString("utf8", 1, bytes.length - 1));
+    }
+    // A view into a larger buffer reads only its own bytes.
+    const big = Buffer.from("xx日本yy", "utf8");
+    expect(utf8Text(big.subarray(2, 8))).toBe("日本");
   });
 
   it("cuts a long run into segments within the bounds, and joins them back to the same bytes", () => {

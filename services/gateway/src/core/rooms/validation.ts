@@ -60,7 +60,9 @@ export const RESERVED_EVENT_ID_PREFIXES = ["system:", "turn:", "repost:"] as con
 
 /** The reserved prefix `eventId` starts with, or undefined. */
 export function reservedEventIdPrefix(eventId: string): string | undefined {
-  return RESERVED_EVENT_ID_PREFIXES.find((prefix) => eventId.startsWith(prefix));
+  // A plain loop: this runs for every client send, and a closure per call is garbage per send.
+  for (const prefix of RESERVED_EVENT_ID_PREFIXES) if (eventId.startsWith(prefix)) return prefix;
+  return undefined;
 }
 
 /** An event id a client chose (a send's idempotency key, a rename's): a valid id outside the reserved prefixes. */
@@ -195,7 +197,8 @@ function checkText(value: unknown, field: string): Checked<string> {
   if (typeof value !== "string" || value.length === 0) {
     return no(refusal("invalid_params", `${field} is required and must be non-empty text`, { field }));
   }
-  const bytes = utf8Bytes(value);
+  // UTF-8 takes at most 3 bytes per UTF-16 unit: a text short enough needs no count.
+  const bytes = value.length * 3 <= MAX_TEXT_BYTES ? value.length : utf8Bytes(value);
   if (bytes > MAX_TEXT_BYTES) {
     return no(
       refusal("payload_too_large", `${field} is ${bytes} bytes; the limit is ${MAX_TEXT_BYTES} (64 KiB). Split it into several messages.`, {
@@ -248,8 +251,10 @@ export const ACTOR_KIND_OF: Record<EventKind, ActorKind> = {
   "authority.lost": "system",
 };
 
+const EVENT_KIND_SET: ReadonlySet<unknown> = new Set(EVENT_KINDS);
+
 export function isEventKind(value: unknown): value is EventKind {
-  return typeof value === "string" && (EVENT_KINDS as readonly string[]).includes(value);
+  return EVENT_KIND_SET.has(value);
 }
 
 const ACTOR_KINDS = new Set<string>(["user", "member", "gateway", "system"]);
@@ -257,10 +262,10 @@ const ACTOR_OPTIONAL_FIELDS = new Set(["display_name", "profile", "connection_id
 
 /**
  * Accepted actors by object, per event kind: a connection's actor is one object used for every
- * send, so its canonical JSON is computed once. Actors are values; callers never mutate one after
- * using it (the service freezes its own).
+ * send, so its canonical JSON is computed once (and the one result object is handed out again).
+ * Actors are values; callers never mutate one after using it (the service freezes its own).
  */
-const acceptedActors = new WeakMap<object, Map<EventKind, string>>();
+const acceptedActors = new WeakMap<object, Map<EventKind, Checked<string>>>();
 
 /**
  * Canonical actor JSON for an event kind, checking the actor kind the event kind requires. Written
@@ -269,7 +274,7 @@ const acceptedActors = new WeakMap<object, Map<EventKind, string>>();
 export function checkActor(kind: EventKind, actor: unknown): Checked<string> {
   if (actor !== null && typeof actor === "object") {
     const known = acceptedActors.get(actor)?.get(kind);
-    if (known !== undefined) return ok(known);
+    if (known !== undefined) return known;
   }
   const checked = checkActorUncached(kind, actor);
   if (checked.ok && actor !== null && typeof actor === "object") {
@@ -278,7 +283,7 @@ export function checkActor(kind: EventKind, actor: unknown): Checked<string> {
       byKind = new Map();
       acceptedActors.set(actor, byKind);
     }
-    byKind.set(kind, checked.value);
+    byKind.set(kind, checked);
   }
   return checked;
 }
