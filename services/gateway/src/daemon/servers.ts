@@ -23,7 +23,7 @@ import { ControlServiceService, GatewayServiceService } from "@hermes/proto/herm
 import { OpsServiceService } from "@hermes/proto/hermes/v1/ops";
 import { PeerServiceService } from "@hermes/proto/hermes/v1/peers";
 import { QuorumServiceService } from "@hermes/proto/hermes/v1/quorum";
-import { RoomMemberServiceService, RoomServiceService } from "@hermes/proto/hermes/v1/rooms";
+import { RoomMemberServiceService } from "@hermes/proto/hermes/v1/rooms";
 import type { BotModeApi } from "../api/botmode/methods.js";
 import { botModeServiceHandlers } from "../api/grpc/botmode-service.js";
 import { deliveryServiceHandlers } from "../api/grpc/delivery-service.js";
@@ -32,7 +32,7 @@ import { memberTurnServiceHandlers } from "../api/grpc/member-turn-service.js";
 import { opsServiceHandlers } from "../api/grpc/ops-service.js";
 import { peerServiceHandlers } from "../api/grpc/peer-service.js";
 import { quorumServiceHandlers } from "../api/grpc/quorum-service.js";
-import { roomServiceHandlers } from "../api/grpc/room-service.js";
+import { roomServiceDefinition, roomServiceHandlers } from "../api/grpc/room-service.js";
 import { apiPlatformRoute } from "../api/http/api-platform.js";
 import { ConsoleGate, consoleRoutes, loadConsoleAssets } from "../api/http/console.js";
 import { ConsoleSessions } from "../api/http/console-sessions.js";
@@ -134,7 +134,7 @@ export async function startServers(f: Foundation, s: Services, state: GatewaySta
       deliveryServiceHandlers({ deliveries: s.deliveries, keyRequired: keys.required, transport }),
     );
     serve(server, transport, PeerServiceService, peerServiceHandlers({ runs: s.peerRuns, keyRequired: keys.required, transport }));
-    serve(server, transport, RoomServiceService, roomServiceHandlers(s.rooms));
+    serve(server, transport, roomServiceDefinition, roomServiceHandlers(s.rooms));
     serve(
       server,
       transport,

@@ -1,16 +1,18 @@
 import type { ServerDuplexStream, ServerWritableStream } from "@grpc/grpc-js";
 import { type ServiceHandlers, toServiceError, toWireError } from "@hermes/common";
-import type {
-  AppendReply,
-  AppendRequest,
-  AppendResult,
-  ReplicateRequest,
-  RoomServiceServer,
-  SendRequest,
-  SubscribeRequest,
-  LogPage as WireLogPage,
-  ReplicateProgress as WireProgress,
+import {
+  type AppendReply,
+  type AppendRequest,
+  type AppendResult,
+  type ReplicateRequest,
+  type RoomServiceServer,
+  RoomServiceService,
+  type SendRequest,
+  type SubscribeRequest,
+  type LogPage as WireLogPage,
+  type ReplicateProgress as WireProgress,
 } from "@hermes/proto/hermes/v1/rooms";
+import type { AnyPage } from "../../app/rooms/live-tail.js";
 import type { RoomsService } from "../../app/rooms/rooms-service.js";
 import {
   isPromise,
@@ -111,13 +113,46 @@ function appendHandler(rooms: RoomsService) {
   };
 }
 
+/**
+ * A live tail's pages as wire messages, by page object, and their encoding, by wire message: the
+ * replicas of a room that tail it from the same seq are handed the same page object
+ * (RoomsService reads it once), so the page is converted and protobuf-encoded once for all of them.
+ */
+const wirePages = new WeakMap<AnyPage, WireLogPage>();
+const encodedPages = new WeakMap<WireLogPage, Buffer>();
+
+function wirePage(page: AnyPage): WireLogPage {
+  let wire = wirePages.get(page);
+  if (wire === undefined) {
+    wire = toWireAnyPage(page);
+    wirePages.set(page, wire);
+  }
+  return wire;
+}
+
+/** RoomService as served: Subscribe encodes a page written to several tails once. */
+export const roomServiceDefinition: typeof RoomServiceService = {
+  ...RoomServiceService,
+  subscribe: {
+    ...RoomServiceService.subscribe,
+    responseSerialize: (page: WireLogPage): Buffer => {
+      let bytes = encodedPages.get(page);
+      if (bytes === undefined) {
+        bytes = RoomServiceService.subscribe.responseSerialize(page);
+        encodedPages.set(page, bytes);
+      }
+      return bytes;
+    },
+  },
+};
+
 /** `Subscribe`: the live tail as a server stream of pages, waiting for the stream to drain. */
 function subscribeHandler(method: SubscriptionRoomMethod<TailParams>, rooms: RoomsService) {
   return (call: ServerWritableStream<SubscribeRequest, WireLogPage>) => {
     try {
       const params = parseParams(method, method.grpc.request(call.request));
       const subscription = method.open(rooms, params, "tuples", {
-        send: (page) => call.write(toWireAnyPage(page)),
+        send: (page) => call.write(wirePage(page)),
         drained: () =>
           new Promise<void>((resolve) => {
             call.once("drain", resolve);

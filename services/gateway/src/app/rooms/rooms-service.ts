@@ -29,6 +29,7 @@ import {
   planPromote,
   ROOM_CONTROL_ACTOR,
   type RoomEvent,
+  type RoomState,
   refusal,
   refusalError,
   releaseSafety,
@@ -209,6 +210,14 @@ export class RoomsService {
   private readonly roomLog: RoomLog;
   private readonly coordination: RoomCoordination | undefined;
   private readonly subscriptions = new Set<TailSubscription>();
+  /**
+   * The last packed page a live tail read. After a commit every replica tailing the room (two, in a
+   * quorum room of three) reads the page after the same seq: they get this one object, read once
+   * (and the gRPC sink encodes it once). It stands while the room's stored state is the same object
+   * (every commit, fence or authority change stores a new one) and no stored event was rewritten.
+   */
+  private lastTailPage: { roomId: string; since: number; limit: number; state: RoomState; rewrites: number; page: PackedLogPage } | null =
+    null;
   private readonly settings: Omit<RoomsSettings, "maxAppendsPerCommit">;
   private readonly driver: RoomDriverView | undefined;
 
@@ -387,7 +396,7 @@ export class RoomsService {
       since,
       (from, prev) =>
         params.tuples
-          ? this.logPacked({ room_id: roomId, since_seq: from, limit }, prev)
+          ? this.tailPage(roomId, from, limit, prev)
           : this.log({ room_id: roomId, since_seq: from, limit, packed: params.packed }, prev),
       {
         send: (page) => sink.send(page),
@@ -400,6 +409,25 @@ export class RoomsService {
     );
     this.subscriptions.add(subscription);
     return subscription;
+  }
+
+  /** A live tail's packed page after `since`: the one another tail just read, when it still stands. */
+  private tailPage(roomId: string, since: number, limit: number, prev: PrevPointer | null): PackedLogPage {
+    const last = this.lastTailPage;
+    const rewrites = this.changes.rewriteCount(roomId);
+    if (
+      last !== null &&
+      last.roomId === roomId &&
+      last.since === since &&
+      last.limit === limit &&
+      last.rewrites === rewrites &&
+      last.state === this.store.state(roomId)
+    )
+      return last.page;
+    const page = this.logPacked({ room_id: roomId, since_seq: since, limit }, prev);
+    const state = this.store.state(roomId);
+    this.lastTailPage = state ? { roomId, since, limit, state, rewrites, page } : null;
+    return page;
   }
 
   async replicate(

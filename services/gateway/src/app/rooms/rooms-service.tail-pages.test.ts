@@ -1,0 +1,95 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createLogger, openDatabase } from "@hermes/common";
+import { Registry } from "prom-client";
+import { afterEach, describe, expect, it } from "vitest";
+import { GATEWAY_MIGRATIONS } from "../../store/migrations/index.js";
+import type { AnyPage, PageSink } from "./live-tail.js";
+import { Replicator } from "./replicator.js";
+import { RoomLog } from "./room-log.js";
+import { GrpcRoomSourceFactory } from "./room-source.js";
+import { RoomsService } from "./rooms-service.js";
+
+/**
+ * Tails of one room that read after the same seq (the replicas of a quorum room, after each
+ * commit) share the page: read once, the same object for each, so the gRPC sink converts and
+ * encodes it once. Any change to the room (a commit, an authority change) makes the next read a
+ * new one, and every tail still gets exactly the log.
+ */
+const homes: string[] = [];
+afterEach(() => {
+  for (const home of homes.splice(0)) rmSync(home, { recursive: true, force: true });
+});
+
+function service() {
+  const home = mkdtempSync(join(tmpdir(), "hermes-tail-pages-"));
+  homes.push(home);
+  const db = openDatabase(join(home, "state.db"), { label: "test state.db", migrations: GATEWAY_MIGRATIONS });
+  const clock = { now: () => Date.UTC(2026, 0, 1) };
+  const logger = createLogger("test", "silent");
+  const log = new RoomLog({ db, gatewayId: "gw-a", clock, logger, registry: new Registry(), maxAppendsPerCommit: 1000 });
+  const replicator = new Replicator({
+    store: log.store,
+    sources: new GrpcRoomSourceFactory({ url: () => undefined, key: () => undefined }),
+    metrics: log.metrics,
+    logger,
+    now: () => new Date(clock.now()).toISOString(),
+    applied: (roomId, rewritten) => log.changes.notify(roomId, rewritten),
+    observe: (roomId, authority) => log.observe(roomId, authority),
+  });
+  const rooms = new RoomsService({ log, replicator, gatewayId: "gw-a", clock, logger });
+  rooms.create({
+    room_id: "r",
+    name: "R",
+    members: [
+      { member_id: "alice", profile: "alice" },
+      { member_id: "bob", profile: "bob" },
+    ],
+  });
+  return rooms;
+}
+
+function tail(): { pages: AnyPage[]; sink: PageSink } {
+  const pages: AnyPage[] = [];
+  return { pages, sink: { send: (p) => pages.push(p) > 0, drained: () => Promise.resolve(), end: () => undefined } };
+}
+
+/** The seqs a page carries: its runs may start before its cursor's `since` (a segment is sent whole). */
+const seqsOf = (page: AnyPage): number[] => {
+  if (!("packed" in page)) return page.events.map((e) => e.seq);
+  const since = page.prev?.seq ?? 0;
+  return page.packed.flatMap((run) => Array.from(run.ends, (_, i) => run.first_seq + i)).filter((s) => s > since && s <= page.cursor);
+};
+
+describe("live tails of one room reading after the same seq", () => {
+  it("get one page object per commit, and each gets every event once, in order", async () => {
+    const rooms = service();
+    const a = tail();
+    const b = tail();
+    rooms.subscribe({ room_id: "r", since_seq: 1, tuples: true }, a.sink);
+    rooms.subscribe({ room_id: "r", since_seq: 1, tuples: true }, b.sink);
+    for (let i = 0; i < 3; i++) await rooms.send({ room_id: "r", event_id: `m${i}`, payload: { text: `hello ${i}` } });
+    await new Promise((r) => setImmediate(r));
+    // Handshakes, then one page per commit: the same object for both tails.
+    expect(a.pages).toHaveLength(b.pages.length);
+    const committed = a.pages.filter((p) => seqsOf(p).length > 0);
+    expect(committed.length).toBeGreaterThan(0);
+    for (const page of committed) expect(b.pages).toContain(page);
+    expect(a.pages.flatMap(seqsOf)).toEqual([2, 3, 4]);
+    expect(b.pages.flatMap(seqsOf)).toEqual([2, 3, 4]);
+  });
+
+  it("a tail behind the others reads its own page, and a later commit is never served from an older page", async () => {
+    const rooms = service();
+    await rooms.send({ room_id: "r", event_id: "m0", payload: { text: "first" } });
+    const ahead = tail();
+    const behind = tail();
+    rooms.subscribe({ room_id: "r", since_seq: 2, tuples: true }, ahead.sink);
+    rooms.subscribe({ room_id: "r", since_seq: 1, tuples: true }, behind.sink);
+    await rooms.send({ room_id: "r", event_id: "m1", payload: { text: "second" } });
+    await new Promise((r) => setImmediate(r));
+    expect(ahead.pages.flatMap(seqsOf)).toEqual([3]);
+    expect(behind.pages.flatMap(seqsOf)).toEqual([2, 3]);
+  });
+});
