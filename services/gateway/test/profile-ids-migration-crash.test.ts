@@ -1,14 +1,13 @@
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { openDatabase } from "@hermes/common";
 import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
 import { GATEWAY_MIGRATIONS } from "../src/store/migrations/index.js";
 import { loadRoutingEntries } from "../src/store/routing-store.js";
 import { SessionsStore } from "../src/store/sessions-store.js";
+import { killDuringMigration } from "./support/migration-crash.js";
 import { openVersion9, v9Sessions, writeV9Sessions } from "./support/version9-identity.js";
 
 /**
@@ -19,60 +18,20 @@ import { openVersion9, v9Sessions, writeV9Sessions } from "./support/version9-id
  * it was; opening it normally then upgrades it with nothing lost.
  */
 
-const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 const SESSIONS = 60_000;
 const dirs: string[] = [];
 afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-/** The child: the built migrations on `path`, stopping (for the kill) when the step `stopAt` is about to run. */
-const CHILD = `
-import Database from "better-sqlite3";
-const [path, stopAt] = process.argv.slice(1);
-const { migrate } = await import(${JSON.stringify(`${ROOT}services/common/dist/index.js`)});
-const { GATEWAY_MIGRATIONS } = await import(${JSON.stringify(`${ROOT}services/gateway/dist/store/migrations/index.js`)});
-const db = new Database(path);
-db.pragma("journal_mode = WAL");
-db.pragma("synchronous = FULL");
-db.pragma("foreign_keys = ON");
-db.pragma("cache_size = -256"); // a small cache spills the migration's pages into the WAL early
+/** Child code: stops (for the kill) when the SQL step starting with `arg` is about to run. */
+const STOP_AT_STEP = `
 const exec = db.exec.bind(db);
 db.exec = (sql) => {
-  if (sql.startsWith(stopAt)) {
-    process.stdout.write("MIGRATING\\n");
-    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 120_000);
-  }
+  if (sql.startsWith(arg)) stop();
   return exec(sql);
 };
-migrate(db, GATEWAY_MIGRATIONS, "state.db", path);
-process.stdout.write("DONE\\n");
 `;
-
-function killDuringMigration(path: string, stopAt: string): Promise<{ said: string; signal: NodeJS.Signals | null; walBytes: number }> {
-  const child = spawn(process.execPath, ["--input-type=module", "-e", CHILD, path, stopAt], {
-    cwd: ROOT,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let said = "";
-  let stderr = "";
-  child.stderr.on("data", (d) => {
-    stderr += d;
-  });
-  return new Promise((resolve, reject) => {
-    let walBytes = 0;
-    child.stdout.on("data", (d) => {
-      said += d;
-      if (said.includes("MIGRATING")) {
-        walBytes = statSync(`${path}-wal`).size;
-        child.kill("SIGKILL");
-      }
-    });
-    child.once("exit", (_code, signal) =>
-      said === "" ? reject(new Error(`the child said nothing: ${stderr}`)) : resolve({ said, signal, walBytes }),
-    );
-  });
-}
 
 describe("kill -9 during the profile-ids migration", () => {
   it("leaves the database as it was (version 9, every row), and the next open upgrades it with nothing lost", async () => {
@@ -88,7 +47,7 @@ describe("kill -9 during the profile-ids migration", () => {
     old.close();
 
     // Stop after `DROP TABLE sessions`: the copy is written, the old table is gone, nothing is committed.
-    const killed = await killDuringMigration(path, "CREATE UNIQUE INDEX session_records_by_key");
+    const killed = await killDuringMigration(path, STOP_AT_STEP, "CREATE UNIQUE INDEX session_records_by_key");
     expect(killed.said).toBe("MIGRATING\n");
     expect(killed.signal).toBe("SIGKILL");
     expect(killed.walBytes).toBeGreaterThan(1024 * 1024); // the migration had written into the WAL

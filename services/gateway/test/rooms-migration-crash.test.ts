@@ -1,14 +1,13 @@
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { openDatabase } from "@hermes/common";
 import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
 import { canonicalJson, planCreateRoom, type RoomEvent, sealEvent, verifyChain } from "../src/core/rooms/index.js";
 import { GATEWAY_MIGRATIONS } from "../src/store/migrations/index.js";
 import { RoomsStore } from "../src/store/rooms-store.js";
+import { killDuringMigration } from "./support/migration-crash.js";
 import { MEMBERS } from "./support/rooms-fixtures.js";
 
 /**
@@ -19,7 +18,6 @@ import { MEMBERS } from "./support/rooms-fixtures.js";
  * upgrades it with nothing lost.
  */
 
-const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 const NOW = "2026-11-30T00:00:00.000Z";
 const EVENTS = 30_000;
 const POLICY = { mode: "quorum", replicas: ["gw-a", "gw-b", "gw-c"], min_insync: 2 };
@@ -78,16 +76,8 @@ function writeVersion8(path: string, count: number): RoomEvent[] {
   return events;
 }
 
-/** The child: the built migrations on `path`, stopping (for the kill) after `stopAfter` segment rows. */
-const CHILD = `
-import Database from "better-sqlite3";
-const [path, stopAfter] = process.argv.slice(1);
-const { migrate } = await import(${JSON.stringify(`${ROOT}services/common/dist/index.js`)});
-const { GATEWAY_MIGRATIONS } = await import(${JSON.stringify(`${ROOT}services/gateway/dist/store/migrations/index.js`)});
-const db = new Database(path);
-db.pragma("journal_mode = WAL");
-db.pragma("synchronous = FULL");
-db.pragma("cache_size = -256"); // a small cache spills the migration's pages into the WAL early
+/** Child code: stops (for the kill) after `arg` segment rows were inserted. */
+const STOP_AFTER_SEGMENTS = `
 const prepare = db.prepare.bind(db);
 let segments = 0;
 db.prepare = (sql) => {
@@ -96,42 +86,12 @@ db.prepare = (sql) => {
   const run = statement.run.bind(statement);
   statement.run = (...args) => {
     const result = run(...args);
-    if (++segments === Number(stopAfter)) {
-      process.stdout.write("MIGRATING\\n");
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 120_000);
-    }
+    if (++segments === Number(arg)) stop();
     return result;
   };
   return statement;
 };
-migrate(db, GATEWAY_MIGRATIONS, "state.db", path);
-process.stdout.write("DONE\\n");
 `;
-
-function killDuringMigration(path: string, stopAfter: number): Promise<{ said: string; signal: NodeJS.Signals | null; walBytes: number }> {
-  const child = spawn(process.execPath, ["--input-type=module", "-e", CHILD, path, String(stopAfter)], {
-    cwd: ROOT,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let said = "";
-  let stderr = "";
-  child.stderr.on("data", (d) => {
-    stderr += d;
-  });
-  return new Promise((resolve, reject) => {
-    let walBytes = 0;
-    child.stdout.on("data", (d) => {
-      said += d;
-      if (said.includes("MIGRATING")) {
-        walBytes = statSync(`${path}-wal`).size;
-        child.kill("SIGKILL");
-      }
-    });
-    child.once("exit", (_code, signal) =>
-      said === "" ? reject(new Error(`the child said nothing: ${stderr}`)) : resolve({ said, signal, walBytes }),
-    );
-  });
-}
 
 describe("kill -9 during the storage migration", () => {
   it("leaves the database as it was (version 8, every row), and the next open upgrades it with nothing lost", async () => {
@@ -141,7 +101,7 @@ describe("kill -9 during the storage migration", () => {
     const events = writeVersion8(path, EVENTS);
 
     // About 12 MB of events in segments of ≤ 256 KiB: stop after 20 of them, well inside the transaction.
-    const killed = await killDuringMigration(path, 20);
+    const killed = await killDuringMigration(path, STOP_AFTER_SEGMENTS, "20");
     expect(killed.said).toBe("MIGRATING\n");
     expect(killed.signal).toBe("SIGKILL");
     expect(killed.walBytes).toBeGreaterThan(1024 * 1024); // the migration had written into the WAL
