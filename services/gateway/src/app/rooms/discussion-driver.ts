@@ -168,8 +168,17 @@ export class DiscussionDriver implements RoomDriverView {
   // -------------------------------------------------------------------------------------------
   // What the room log tells
 
-  /** Something was committed to the room: a user message may have arrived. */
+  /**
+   * Something was committed to the room: a user message may have arrived. Every commit of every
+   * room lands here, so a room the pump would look at and leave at once (not driven here, no member
+   * that can take a turn) is left now, before a pump is scheduled for it.
+   */
   appended(roomId: string): void {
+    const drive = this.drives.get(roomId);
+    if (!drive?.pumping) {
+      const stored = this.deps.log.store.room(roomId);
+      if (stored && drive?.orphansChecked && this.nothingToDecide(stored, drive)) return;
+    }
     this.wake(roomId);
   }
 
@@ -298,6 +307,17 @@ export class DiscussionDriver implements RoomDriverView {
     return null;
   }
 
+  /**
+   * True when a step of this room (its orphans already checked) would decide nothing: not driven
+   * here, or no member can take a turn (a stop asked for then has nothing to cancel).
+   */
+  private nothingToDecide(stored: StoredRoom, drive: RoomDrive): boolean {
+    if (drive.halted !== undefined || this.notDriven(stored) !== null) return true;
+    if (this.availability(stored.meta.members, true).available.size > 0) return false;
+    drive.stopRequested = false;
+    return true;
+  }
+
   private availability(
     members: readonly Member[],
     cached = false,
@@ -328,21 +348,18 @@ export class DiscussionDriver implements RoomDriverView {
       this.drives.delete(roomId);
       return false;
     }
-    if (drive.halted !== undefined || this.notDriven(stored) !== null) return false;
     const lastSeq = stored.state.last_seq;
     if (!drive.orphansChecked) {
+      if (drive.halted !== undefined || this.notDriven(stored) !== null) return false;
       // Turns another process (or the previous authority) started and never ended: failed, not re-run.
       const tail = this.deps.log.store.events(roomId, Math.max(0, lastSeq - ORPHAN_SCAN), ORPHAN_SCAN);
       for (const turn of openTurns(tail)) await this.failOrphan(roomId, turn);
       drive.orphansChecked = true;
       return true;
     }
+    if (this.nothingToDecide(stored, drive)) return false;
     const members = stored.meta.members;
     const { available } = this.availability(members, true);
-    if (available.size === 0) {
-      drive.stopRequested = false;
-      return false;
-    }
     const { events, triggerSeq } = this.discussionEvents(roomId, lastSeq, drive.triggerSeq);
     drive.triggerSeq = triggerSeq;
     const decision = nextDiscussionAction({ room_id: roomId, members, events, available, limits: this.settings.limits });
