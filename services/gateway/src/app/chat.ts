@@ -476,12 +476,14 @@ export class ChatService {
         }
       }
       // Stored where the session is now: a rename while the provider answered moved the profile.
-      const owner = this.currentSession(session.session_id, profile).profile_name;
+      const current = this.currentSession(session.session_id, profile);
+      const owner = current.profile_name;
       const appended = new TranscriptStore(this.deps.profileDbs.get(owner)).append(session.session_id, stored);
       const lastSeq = appended.at(-1)?.seq;
       // Remembered, so the next turn reads only what was added since.
       if (lastSeq !== undefined) this.conversations.set(session.session_id, { seq: lastSeq, messages: conversation });
-      if (options.touch !== false) this.deps.sessions.touch(session.session_id);
+      // No await since `current` was read: the row is still the session as it is now.
+      if (options.touch !== false) this.deps.sessions.touchRow(current);
       const verdict = postTurnFallbackCheck(
         { model: served.model, provider: served.provider, fallback_active: fallbackActive },
         resolution,

@@ -115,7 +115,7 @@ export class ProfileService {
   names(): string[] {
     if (!existsSync(this.home.profilesDir)) return [DEFAULT_PROFILE];
     const named = readdirSync(this.home.profilesDir)
-      .filter((n) => !n.startsWith(".") && statSync(join(this.home.profilesDir, n)).isDirectory() && this.home.isLiveProfile(n))
+      .filter((n) => !n.startsWith(".") && this.home.isLiveProfile(n))
       .sort();
     return [DEFAULT_PROFILE, ...named];
   }

@@ -132,7 +132,11 @@ export class SessionService {
    */
   touch(sessionId: string): void {
     const session = this.store.byId(sessionId);
-    if (!session) return;
+    if (session) this.touchRow(session);
+  }
+
+  /** `touch` for a row the caller read in the same synchronous stretch (nothing can have rekeyed it since). */
+  touchRow(session: SessionRow): void {
     const now = isoTime(this.clock.now());
     this.store.touch(session.session_id, now);
     this.routing.upsert({

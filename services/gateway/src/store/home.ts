@@ -76,11 +76,16 @@ export class HermesHome {
     return existsSync(this.tombstonePath(name));
   }
 
-  /** A directory with at least one profile marker file and no tombstone. */
+  /**
+   * A directory with at least one profile marker file and no tombstone. Checked on the disk each
+   * time (every turn and delivery asks), so a folder removed or tombstoned by hand is seen at once;
+   * one stat answers both "is it there" and "is it a directory".
+   */
   isLiveProfile(name: string): boolean {
     if (name === DEFAULT_PROFILE) return true;
+    if (this.isTombstoned(name)) return false;
     const dir = this.profileDir(name);
-    if (this.isTombstoned(name) || !existsSync(dir) || !statSync(dir).isDirectory()) return false;
+    if (statSync(dir, { throwIfNoEntry: false })?.isDirectory() !== true) return false;
     return PROFILE_MARKERS.some((m) => existsSync(join(dir, m)));
   }
 
