@@ -37,6 +37,9 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { installCommitCounter } from "./lib/commit-counter.mjs";
+import { withDaemonFlags } from "./lib/processes.mjs";
+
+await withDaemonFlags(import.meta.url);
 
 const { values: opts } = parseArgs({
   options: {
@@ -297,7 +300,12 @@ function measureBaseline(checkout) {
   const args = [fileURLToPath(import.meta.url), "--root", checkout, "--json"];
   for (const name of ["bots", "messages", "samples", "model-ms", "scenarios"]) args.push(`--${name}`, opts[name]);
   log(`baseline: measuring ${resolve(checkout)} first, in a child process`);
-  const out = execFileSync(process.execPath, args, { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 64 << 20 });
+  // With this process's node flags (the daemons'), whatever the baseline's own script does.
+  const out = execFileSync(process.execPath, [...process.execArgv, ...args], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "inherit"],
+    maxBuffer: 64 << 20,
+  });
   return JSON.parse(out);
 }
 const baseline = opts.baseline ? measureBaseline(opts.baseline) : undefined;

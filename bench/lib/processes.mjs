@@ -1,7 +1,7 @@
 // Processes for benchmarks that keep servers and clients apart (the server in its own process, so
 // the two do not share one event loop): a real `hermes gateway start` from the BUILT CLI, one-shot child phases that
 // print a JSON result line, and the CPU time a process has used so far (from /proc).
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
@@ -53,6 +53,19 @@ function collect(child) {
 
 function tail(text, n = 2000) {
   return text.length > n ? `…${text.slice(-n)}` : text;
+}
+
+/**
+ * For a benchmark that hosts a gateway in its own process (bench:delivery): runs the script again
+ * with the daemons' node flags when it was started without them, so the gateway in it runs as
+ * `hermes up` and the images run one. Returns only in the process that has them.
+ */
+export async function withDaemonFlags(scriptUrl) {
+  const { DAEMON_NODE_FLAGS } = await import(`${ROOT}services/common/dist/pure/index.js`);
+  if (DAEMON_NODE_FLAGS.every((flag) => process.execArgv.includes(flag))) return;
+  const args = [...process.execArgv, ...DAEMON_NODE_FLAGS, fileURLToPath(scriptUrl), ...process.argv.slice(2)];
+  const run = spawnSync(process.execPath, args, { stdio: "inherit" });
+  process.exit(run.status ?? 1);
 }
 
 /**
