@@ -293,12 +293,9 @@ async function throughput() {
     const serverCounts = samples[0][k].serverCpuMs.length;
     const each = Array.from({ length: serverCounts }, (_, i) => perSend(k, (r) => r.serverCpuMs[i]));
     const total = perSend(k, (r) => r.clientCpuMs + r.serverCpuMs.reduce((a, b) => a + b, 0));
-    say(
-      `CPU per acked send ${label.padEnd(13)} ${fmt(total, 1)} µs in all: client ${fmt(
-        perSend(k, (r) => r.clientCpuMs),
-        1,
-      )} µs, ` + `${servers} ${each.map((v) => `${fmt(v, 1)}`).join(" / ")} µs`,
-    );
+    const client = perSend(k, (r) => r.clientCpuMs);
+    const perServer = each.map((v) => fmt(v, 1)).join(" / ");
+    say(`CPU per acked send ${label.padEnd(13)} ${fmt(total, 1)} µs in all: client ${fmt(client, 1)} µs, ${servers} ${perServer} µs`);
   }
   const isr = samples.map((x) => x.quorum.isrAfter.length);
   say(`ISR of the quorum room after each sample: ${isr.join(", ")} of 3 (acks waited for every member listed)`);

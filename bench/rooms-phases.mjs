@@ -62,7 +62,6 @@ function unary(client, method, req, md) {
 // ---------------------------------------------------------------------------------------------
 // a. sends
 
-/** Pipelined sends on one RoomService.Append stream, `window` in flight. */
 /** CPU milliseconds each of `pids` used while `run` ran (the servers' share of a timed phase). */
 async function serversCpu(pids, run) {
   const before = pids.map(processCpuMs);
@@ -70,6 +69,7 @@ async function serversCpu(pids, run) {
   return { result, serverCpuMs: pids.map((pid, i) => processCpuMs(pid) - before[i]) };
 }
 
+/** Pipelined sends on one RoomService.Append stream, `window` in flight. */
 async function appendStream({ url, key, room, count, window, textBytes, warmup, serverPids = [] }) {
   const { gateway } = await load();
   const client = gateway.roomClient(url);

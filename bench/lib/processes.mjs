@@ -55,15 +55,20 @@ function tail(text, n = 2000) {
   return text.length > n ? `…${text.slice(-n)}` : text;
 }
 
+/** The daemons' node flags, from the built package (what `hermes up` and the images start a daemon with). */
+async function daemonNodeFlags() {
+  return (await import(`${ROOT}services/common/dist/pure/index.js`)).DAEMON_NODE_FLAGS;
+}
+
 /**
  * For a benchmark that hosts a gateway in its own process (bench:delivery): runs the script again
  * with the daemons' node flags when it was started without them, so the gateway in it runs as
  * `hermes up` and the images run one. Returns only in the process that has them.
  */
 export async function withDaemonFlags(scriptUrl) {
-  const { DAEMON_NODE_FLAGS } = await import(`${ROOT}services/common/dist/pure/index.js`);
-  if (DAEMON_NODE_FLAGS.every((flag) => process.execArgv.includes(flag))) return;
-  const args = [...process.execArgv, ...DAEMON_NODE_FLAGS, fileURLToPath(scriptUrl), ...process.argv.slice(2)];
+  const flags = await daemonNodeFlags();
+  if (flags.every((flag) => process.execArgv.includes(flag))) return;
+  const args = [...process.execArgv, ...flags, fileURLToPath(scriptUrl), ...process.argv.slice(2)];
   const run = spawnSync(process.execPath, args, { stdio: "inherit" });
   process.exit(run.status ?? 1);
 }
@@ -75,10 +80,9 @@ export async function withDaemonFlags(scriptUrl) {
  * `args` to `gateway start` (e.g. `--coordinator etcd://…`).
  */
 export async function startGateway({ home, id, key, env = {}, nodeArgs = [], args: extraArgs = [] }) {
-  // Started as `hermes up` and the images start a gateway: with the daemons' node flags.
-  const { DAEMON_NODE_FLAGS } = await import(`${ROOT}services/common/dist/pure/index.js`);
   const args = [
-    ...DAEMON_NODE_FLAGS,
+    // Started as `hermes up` and the images start a gateway: with the daemons' node flags.
+    ...(await daemonNodeFlags()),
     ...nodeArgs,
     HERMES_BIN,
     "--home",

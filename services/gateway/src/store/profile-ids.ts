@@ -6,10 +6,13 @@ import { type Db, statement } from "@hermes/common";
  * written, so a rename is one UPDATE here.
  */
 
-/** The id of a profile name, creating its row on first use (a session or routing entry is about to be written). */
+/**
+ * The id of a profile name, creating its row on first use (a session or routing entry is about to
+ * be written). Looked up first: the row almost always exists, and a persist of the routing index
+ * asks once per entry.
+ */
 export function ensureProfileId(db: Db, name: string): number {
-  statement(db, "INSERT INTO profiles (name) VALUES (?) ON CONFLICT (name) DO NOTHING").run(name);
-  return profileId(db, name)!;
+  return profileId(db, name) ?? Number(statement(db, "INSERT INTO profiles (name) VALUES (?)").run(name).lastInsertRowid);
 }
 
 /** The id of a profile name, if anything was ever written under it. */

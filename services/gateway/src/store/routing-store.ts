@@ -1,4 +1,4 @@
-import type { Db } from "@hermes/common";
+import { type Db, statement } from "@hermes/common";
 import { type RoutingChanges, type RoutingEntry, splitRoutingEntry } from "../core/identity/routing-index.js";
 import { originOf, profileKeyPrefix, type StoredOrigin, splitProfileKey } from "../core/identity/routing-key.js";
 import { ensureProfileId } from "./profile-ids.js";
@@ -26,12 +26,13 @@ export function loadRoutingEntries(db: Db): RoutingEntry[] {
 /** Writes what changed in the routing index, in one transaction. */
 export function persistRoutingChanges(db: Db, changes: RoutingChanges): void {
   if (changes.upserts.length === 0 && changes.deletes.length === 0) return;
-  const upsert = db.prepare(
+  const upsert = statement(
+    db,
     `INSERT INTO routing_records (profile_id, chat_key, session_id, origin_json, updated_at) VALUES (?, ?, ?, ?, ?)
      ON CONFLICT (profile_id, chat_key) DO UPDATE SET session_id = excluded.session_id, origin_json = excluded.origin_json,
        updated_at = excluded.updated_at`,
   );
-  const remove = db.prepare("DELETE FROM routing_records WHERE profile_id = (SELECT id FROM profiles WHERE name = ?) AND chat_key = ?");
+  const remove = statement(db, "DELETE FROM routing_records WHERE profile_id = (SELECT id FROM profiles WHERE name = ?) AND chat_key = ?");
   db.transaction(() => {
     for (const deleted of changes.deletes) {
       const key = splitProfileKey(deleted);
