@@ -91,6 +91,23 @@ describe("gateway over real gRPC", () => {
     expect(rows("SELECT profile FROM gateway_heartbeats ORDER BY profile")).toContain("alice");
   });
 
+  it("prunes turn obligations that ended more than a week ago, and keeps the recent ones", async () => {
+    await call(gw, gw.chat, { profile: "alice", text: "recent", session_id: "" });
+    const db = new Database(join(t.home, "state.db"));
+    try {
+      db.prepare(
+        `INSERT INTO delivery_obligations (obligation_id, adapter_profile, session_key, kind, state, payload_json, created_at, updated_at)
+         VALUES ('obl_ancient', 'alice', 'agent:alice:bot:dm:bot-chat', 'turn_reply', 'delivered', '{}', '2020-01-01T00:00:00.000Z', '2020-01-01T00:00:00.000Z')`,
+      ).run();
+    } finally {
+      db.close();
+    }
+    const before = rows("SELECT count(*) FROM delivery_obligations WHERE adapter_profile = 'alice'")[0] as number;
+    expect(t.gateway.pruneObligations()).toBe(1);
+    expect(rows("SELECT count(*) FROM delivery_obligations WHERE obligation_id = 'obl_ancient'")).toEqual([0]);
+    expect(rows("SELECT count(*) FROM delivery_obligations WHERE adapter_profile = 'alice'")).toEqual([before - 1]);
+  });
+
   it("renames while running: the in-memory index and every DB row move, and a persist cannot resurrect the old name", async () => {
     await create("bob");
     await call(gw, gw.chat, { profile: "bob", text: "hi", session_id: "" });

@@ -18,6 +18,7 @@ import type { TelegramBot } from "../app/telegram/telegram-bot.js";
 import type { RoutingIndex } from "../core/identity/routing-index.js";
 import { type ProfileDatabases, writeHeartbeats } from "../store/gateway-store.js";
 import type { HermesHome } from "../store/home.js";
+import { OBLIGATION_RETENTION_MS, pruneEndedObligations } from "../store/obligations-store.js";
 import { type Foundation, type GatewayOptions, openFoundation } from "./foundation.js";
 import { joinMesh } from "./mesh.js";
 import { type Servers, startServers } from "./servers.js";
@@ -26,6 +27,9 @@ import { GatewayState } from "./state.js";
 
 export type { GatewayOptions } from "./foundation.js";
 export { VERSION } from "./version.js";
+
+/** How often ended turn obligations are pruned. */
+const OBLIGATION_PRUNE_MS = 3600_000;
 
 /**
  * A running gateway: stores, services, gRPC (TCP + control socket), HTTP and timers. `start` builds
@@ -115,15 +119,17 @@ export class Gateway {
   }
 
   /**
-   * Start-up, once the servers listen: interrupted chat turns are marked failed, peer runs and
-   * deliveries recovered, followed rooms resumed, the driver closes turns left open, the relay link
-   * dials, the Telegram bot finishes its inbox and polls, heartbeats are written, and only then is
-   * the gateway ready.
+   * Start-up, once the servers listen: interrupted chat turns are marked failed (and ended ones
+   * past their retention pruned), peer runs and deliveries recovered, followed rooms resumed, the
+   * driver closes turns left open, the relay link dials, the Telegram bot finishes its inbox and
+   * polls, heartbeats are written, and only then is the gateway ready.
    */
   private run(): this {
     this.timers.push(setInterval(() => this.liveRouting.flush(), this.settings.routingPersistMs).unref());
     this.timers.push(setInterval(() => this.writeHeartbeats("running"), this.settings.heartbeatMs).unref());
     this.chat.recoverInterruptedTurns();
+    this.pruneObligations();
+    this.timers.push(setInterval(() => this.pruneObligations(), OBLIGATION_PRUNE_MS).unref());
     // Runs cut off by the last stop are failed, then the times missed meanwhile follow the misfire policy.
     this.routines.start();
     this.peerRuns.start();
@@ -153,6 +159,18 @@ export class Gateway {
 
   status(): GatewayStatus {
     return this.state.status();
+  }
+
+  /** Ended turn obligations past their retention are deleted (at start, then hourly). */
+  pruneObligations(): number {
+    try {
+      const pruned = pruneEndedObligations(this.db, isoTime(this.clock.now() - OBLIGATION_RETENTION_MS));
+      if (pruned > 0) this.logger.info({ pruned }, "pruned ended turn obligations");
+      return pruned;
+    } catch (err) {
+      this.logger.warn({ err }, "pruning turn obligations failed");
+      return 0;
+    }
   }
 
   /** Heartbeat rows for every hosted profile (identity-keyed: they follow renames, go with deletes). */

@@ -3,8 +3,13 @@ import type { Db } from "@hermes/common";
 /**
  * `delivery_obligations` of chat turns (`turn_reply`): a pending row is recorded before a turn runs
  * and marked after, so a gateway that died mid-turn finds it at start and reports the turn failed
- * instead of running it again.
+ * instead of running it again. Ended rows are a record kept for OBLIGATION_RETENTION_MS, then
+ * pruned: without that the table grows by a row per chat turn forever, and a rename rewrites the
+ * profile's rows there.
  */
+
+/** How long an ended obligation (delivered, failed, abandoned) is kept: a week, as peer runs are. */
+export const OBLIGATION_RETENTION_MS = 7 * 24 * 3600_000;
 
 export type ObligationEnd = "delivered" | "failed";
 
@@ -33,4 +38,9 @@ export function failInterruptedTurns(db: Db, now: string): number {
   return db
     .prepare("UPDATE delivery_obligations SET state = 'failed', updated_at = ? WHERE kind = 'turn_reply' AND state = 'pending'")
     .run(now).changes;
+}
+
+/** Deletes the obligations that ended (any state but pending) before `endedBefore`. Returns how many. */
+export function pruneEndedObligations(db: Db, endedBefore: string): number {
+  return db.prepare("DELETE FROM delivery_obligations WHERE state <> 'pending' AND updated_at < ?").run(endedBefore).changes;
 }
