@@ -1,4 +1,4 @@
-import { HermesError, systemClock } from "@hermes/common/client";
+import { HermesError, migrationMessage, systemClock } from "@hermes/common/client";
 import {
   type AddRoutineRequest,
   BotModeServiceClient,
@@ -123,7 +123,9 @@ async function openDirect(ctx: CliContext) {
   const gateway = await import("@hermes/gateway");
   const { directRouting, openGatewayDb, ProfileDatabases, ProfileService, SessionService } = gateway;
   ctx.home.ensureRoot();
-  const db = openGatewayDb(ctx.home, Number(process.env.HERMES_DB_BUSY_TIMEOUT_MS ?? 5000));
+  const db = openGatewayDb(ctx.home, Number(process.env.HERMES_DB_BUSY_TIMEOUT_MS ?? 5000), (step) =>
+    process.stderr.write(`hermes: ${migrationMessage(step)}\n`),
+  );
   const profileDbs = new ProfileDatabases(ctx.home, db);
   const routing = directRouting(db);
   const sessions = new SessionService(db, routing, systemClock);

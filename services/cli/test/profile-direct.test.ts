@@ -2,6 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
+import { openVersion9, v9Sessions, writeV9Sessions } from "../../gateway/test/support/version9-identity.js";
 import {
   assertBuilt,
   hermes,
@@ -53,6 +54,23 @@ async function createOk(home: string, name: string, ...flags: string[]): Promise
   expect(r.code).toBe(0);
   return JSON.parse(r.stdout) as ProfileJson;
 }
+
+describe("an older state.db", () => {
+  it("is upgraded in place by the first command, which says so on stderr (stdout stays data); the next command is silent", async () => {
+    const home = newHome();
+    const old = openVersion9(join(home, "state.db"));
+    writeV9Sessions(old, v9Sessions("default", 3));
+    old.close();
+    const first = await hermes(["--json", "profile", "list"], { home });
+    expect(first.code).toBe(0);
+    expect(first.stderr).toMatch(/^hermes: upgrading gateway state\.db at .* to schema version 10 \(profile-ids\): once/m);
+    expect(first.stderr).toMatch(/^hermes: upgraded gateway state\.db at .* to schema version 10 \(profile-ids\) in \d+\.\d s$/m);
+    expect((JSON.parse(first.stdout) as { profiles: ProfileJson[] }).profiles.map((p) => p.name)).toContain("default");
+    const second = await hermes(["--json", "profile", "list"], { home });
+    expect(second.code).toBe(0);
+    expect(second.stderr).toBe("");
+  });
+});
 
 describe.concurrent("profile names", () => {
   const invalid: [string, string][] = [

@@ -13,6 +13,7 @@ import { type HostResolver, isLoopbackAddress, parseGrpcUrl, parseHostPort, plai
 import { backoffDelayMs } from "./pure/backoff.js";
 import { validateConfig } from "./pure/config.js";
 import { HermesError, REASONS, toHermesError, toWireError } from "./pure/errors.js";
+import { type MigrationStep, migrationMessage } from "./pure/migration-step.js";
 import { assertProfileName, isValidId } from "./pure/names.js";
 import { openDatabase } from "./sqlite.js";
 
@@ -258,6 +259,24 @@ describe("sqlite", () => {
     expect(db.pragma("synchronous", { simple: true })).toBe(2);
     expect(db.pragma("user_version", { simple: true })).toBe(1);
     db.close();
+  });
+  it("tells the caller of each migration an existing file needs, before and after; of none when it is new or current", () => {
+    const file = join(dir, "steps.db");
+    const steps: MigrationStep[] = [];
+    openDatabase(file, { label: "steps.db", migrations, onMigration: (step) => steps.push(step) }).close();
+    expect(steps).toEqual([]);
+    const two = [...migrations, { version: 2, name: "u", up: (db: import("./sqlite.js").Db) => db.exec("CREATE TABLE u (y)") }];
+    openDatabase(file, { label: "steps.db", migrations: two, onMigration: (step) => steps.push(step) }).close();
+    expect(steps.map(({ ms, ...rest }) => rest)).toEqual([
+      { label: "steps.db", path: file, version: 2, name: "u", phase: "start" },
+      { label: "steps.db", path: file, version: 2, name: "u", phase: "done" },
+    ]);
+    expect(steps[1]!.ms).toBeGreaterThanOrEqual(0);
+    expect(migrationMessage(steps[0]!)).toMatch(/^upgrading steps\.db at .* to schema version 2 \(u\): once.*nothing is lost/);
+    expect(migrationMessage({ ...steps[1]!, ms: 7100 })).toBe(`upgraded steps.db at ${file} to schema version 2 (u) in 7.1 s`);
+    steps.length = 0;
+    openDatabase(file, { label: "steps.db", migrations: two, onMigration: (step) => steps.push(step) }).close();
+    expect(steps).toEqual([]);
   });
   it("creates the database 0600 and SQLite's -wal/-shm follow it, even under a permissive umask; an existing 0644 one is tightened", () => {
     const previous = process.umask(0o002);

@@ -1,6 +1,7 @@
 import Database from "better-sqlite3";
 import { diskFullError, isDiskFull, makeDatabaseFilesPrivate } from "./files.js";
 import { HermesError } from "./pure/errors.js";
+import type { MigrationStep } from "./pure/migration-step.js";
 
 export type Db = Database.Database;
 
@@ -19,6 +20,8 @@ export interface OpenOptions {
   readonly?: boolean;
   /** FULL fsyncs the WAL at every commit (acknowledged = durable). */
   synchronous?: "FULL" | "NORMAL";
+  /** Told before and after each migration an existing file needs (not when a new file is created): an upgrade of a large file takes seconds, and says so. */
+  onMigration?: (step: MigrationStep) => void;
 }
 
 function sqliteCode(err: unknown): string | undefined {
@@ -68,14 +71,26 @@ function assertKnownSchema(db: Db, migrations: readonly Migration[], label: stri
 }
 
 /** Applies pending migrations, each in its own transaction; refuses a schema newer than this build. */
-export function migrate(db: Db, migrations: readonly Migration[], label: string, path: string): number {
+export function migrate(
+  db: Db,
+  migrations: readonly Migration[],
+  label: string,
+  path: string,
+  onMigration?: (step: MigrationStep) => void,
+): number {
   assertKnownSchema(db, migrations, label, path);
   const current = db.pragma("user_version", { simple: true }) as number;
+  // A new file (version 0) is created, not upgraded: only an existing file's upgrade is reported.
+  const report = current > 0 ? onMigration : undefined;
   for (const m of migrations.filter((x) => x.version > current)) {
+    const step = { label, path, version: m.version, name: m.name };
+    report?.({ ...step, phase: "start" });
+    const started = performance.now();
     db.transaction(() => {
       m.up(db);
       db.pragma(`user_version = ${m.version}`);
     }).immediate();
+    report?.({ ...step, phase: "done", ms: Math.round(performance.now() - started) });
   }
   return knownVersion(migrations, label);
 }
@@ -103,7 +118,7 @@ export function openDatabase(path: string, options: OpenOptions): Db {
     db.pragma("foreign_keys = ON");
     if (!options.readonly) {
       watchWrites(db, options.label, path);
-      migrate(db, options.migrations, options.label, path);
+      migrate(db, options.migrations, options.label, path, options.onMigration);
     }
     return db;
   } catch (err) {

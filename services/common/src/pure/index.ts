@@ -10,4 +10,5 @@ export * from "./config.js";
 export * from "./daemon-flags.js";
 export * from "./errors.js";
 export * from "./lanes.js";
+export * from "./migration-step.js";
 export * from "./names.js";

@@ -10,6 +10,7 @@ import {
   type HostResolver,
   type Logger,
   type Metrics,
+  migrationMessage,
   type ResolvedListen,
   sharedFolderWarning,
   systemClock,
@@ -90,10 +91,13 @@ export async function openFoundation(options: GatewayOptions, cleanup: Cleanup):
   const settings = resolveGatewaySettings(home, options.overrides, options.env);
   const listen = await resolveGatewayListen(home, settings, options.resolver);
   const clock = options.clock ?? systemClock;
-  const db = openGatewayDb(home, settings.dbBusyTimeoutMs);
+  const baseLogger = options.logger ?? createLogger("gateway");
+  const db = openGatewayDb(home, settings.dbBusyTimeoutMs, (step) =>
+    baseLogger.info({ database: step.path, version: step.version, migration: step.name, ms: step.ms }, migrationMessage(step)),
+  );
   cleanup.push(() => db.close());
   const id = resolveGatewayId(home, db, settings.gatewayId);
-  const logger = (options.logger ?? createLogger("gateway")).child({ gateway_id: id });
+  const logger = baseLogger.child({ gateway_id: id });
   const startWarnings = [sharedFolderWarning(home.root, "HERMES_HOME")].filter((w) => w !== undefined);
   for (const warning of startWarnings) logger.warn({ home: home.root }, warning);
   const metrics = createMetrics({ gateway_id: id });

@@ -1,10 +1,16 @@
 import { join } from "node:path";
-import { type Db, type HermesError, openDatabase, statement, writeFailure } from "@hermes/common";
+import { type Db, type HermesError, type MigrationStep, openDatabase, statement, writeFailure } from "@hermes/common";
 import type { HermesHome } from "./home.js";
 import { GATEWAY_MIGRATIONS, PROFILE_MIGRATIONS } from "./migrations/index.js";
 
-export function openGatewayDb(home: HermesHome, busyTimeoutMs = 5000): Db {
-  return openDatabase(home.stateDb, { label: "gateway state.db", migrations: GATEWAY_MIGRATIONS, busyTimeoutMs });
+/** The gateway's state.db, migrated; `onMigration` hears of each upgrade step (they can take seconds). */
+export function openGatewayDb(home: HermesHome, busyTimeoutMs = 5000, onMigration?: (step: MigrationStep) => void): Db {
+  return openDatabase(home.stateDb, {
+    label: "gateway state.db",
+    migrations: GATEWAY_MIGRATIONS,
+    busyTimeoutMs,
+    ...(onMigration ? { onMigration } : {}),
+  });
 }
 
 /** Reads a value of the gateway_meta table. */
