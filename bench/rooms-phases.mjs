@@ -31,6 +31,13 @@ function messageText(i, bytes) {
   return head.length >= bytes ? head.slice(0, bytes) : head + "x".repeat(bytes - head.length);
 }
 
+/**
+ * Event ids: `seq` ones count up (`prefix0`, `prefix1`, …: nearly sorted, so the id index grows at
+ * its end), `random` ones are what a client like the console sends (`console-<uuid>`): every commit
+ * or replicated page then inserts its ids all over the index.
+ */
+const eventIds = (ids, prefix) => (ids === "random" ? () => `console-${randomUUID()}` : (i) => `${prefix}${i}`);
+
 function summary(count, secs, latencies, extra = {}) {
   return {
     count,
@@ -152,7 +159,7 @@ async function natsPublish({ count, window, textBytes, warmup, replicas = 1 }) {
  * with `window` submitted at a time, committed in the batches the engine forms. The batch sizes and
  * the database are left for the raw baseline.
  */
-async function engine({ dir, count, window, textBytes }) {
+async function engine({ dir, count, window, textBytes, ids = "seq" }) {
   const { gateway, common } = await load();
   const { GroupCommit } = await dist("services/gateway/dist/app/rooms/group-commit.js");
   mkdirSync(dir, { recursive: true });
@@ -171,13 +178,16 @@ async function engine({ dir, count, window, textBytes }) {
   rooms.create({ room_id: "bench", name: "Bench", members: ROOM_MEMBERS });
   const batches = [];
   const commits = new GroupCommit(rooms.store, () => common.isoTime(Date.now()), { committed: (_rooms, size) => batches.push(size) });
-  const request = (prefix) => (i) => ({
-    origin: "client",
-    event_id: `${prefix}${i}`,
-    kind: "message.user",
-    actor: gateway.CLIENT_ACTOR,
-    payload: { text: messageText(i, textBytes) },
-  });
+  const request = (prefix) => {
+    const eventId = eventIds(ids, prefix);
+    return (i) => ({
+      origin: "client",
+      event_id: eventId(i),
+      kind: "message.user",
+      actor: gateway.CLIENT_ACTOR,
+      payload: { text: messageText(i, textBytes) },
+    });
+  };
   const warm = request("warm-");
   await pipelined(Math.min(5000, count), window, (i) => commits.submit("bench", warm(i)));
   batches.length = 0;
@@ -313,13 +323,6 @@ async function rawInsert({ from, firstSeq, batches, dir, layout }) {
 // ---------------------------------------------------------------------------------------------
 // c. catch-up
 
-/**
- * Event ids of the seeded log: `seq` ones count up (`seed-0`, `seed-1`, …: nearly sorted, so the id
- * index grows at its end), `random` ones are what a client like the console sends (`console-<uuid>`):
- * every page of a catch-up then inserts its ids all over the index.
- */
-const seedIds = (ids) => (ids === "random" ? () => `console-${randomUUID()}` : (i) => `seed-${i}`);
-
 /** Seeds a gateway home with one room of `events` client messages through the real group-commit path (in this process). */
 async function seed({ home, id, key, room, events, textBytes, ids = "seq" }) {
   const { gateway, common } = await load();
@@ -330,7 +333,7 @@ async function seed({ home, id, key, room, events, textBytes, ids = "seq" }) {
     env: { API_SERVER_KEY: key },
   });
   gw.rooms.create({ room_id: room, name: "Catch-up", members: ROOM_MEMBERS });
-  const eventId = seedIds(ids);
+  const eventId = eventIds(ids, "seed-");
   const { secs } = await pipelined(events, 2000, (i) =>
     gw.rooms.send({ room_id: room, event_id: eventId(i), payload: { text: messageText(i, textBytes) } }),
   );
