@@ -2,7 +2,7 @@
 // Benchmark: the replicated room log (issue #3, "Benchmarks"). Prints figures and ratios against
 // baselines measured in the same run; no pass/fail.
 //
-//   npm run build && npm run bench:rooms [-- --parts a,b,c,d --samples 3 --json]
+//   npm run build && npm run bench:rooms [-- --parts a,b,c,d --samples 3 --json] [--ids seq|random]
 //
 // a. acknowledged durable sends/s into one room from a Node client: pipelined on the bidi Append
 //    stream (and unary Send with 64 in flight), against JetStream acknowledged publish (window 1000)
