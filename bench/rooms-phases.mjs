@@ -3,6 +3,7 @@
 // nats-server, the echo server) always run in other processes than the client measuring them.
 // Started by bench/rooms.mjs as `node bench/rooms-phases.mjs --phase NAME --args JSON`.
 
+import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,7 +19,8 @@ import { percentile } from "./lib/report.mjs";
 import { ROOM_MEMBERS } from "./lib/rooms-bench.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const dist = (path) => import(join(ROOT, path));
+/** A phase may load another checkout's build (`root` in its args): old and new builds compared by one script. */
+const dist = (path) => import(join(args.root ?? ROOT, path));
 
 const { values: opts } = parseArgs({ options: { phase: { type: "string" }, args: { type: "string", default: "{}" } } });
 const args = JSON.parse(opts.args);
@@ -28,6 +30,13 @@ function messageText(i, bytes) {
   const head = `message ${i} `;
   return head.length >= bytes ? head.slice(0, bytes) : head + "x".repeat(bytes - head.length);
 }
+
+/**
+ * Event ids: `seq` ones count up (`prefix0`, `prefix1`, …: nearly sorted, so the id index grows at
+ * its end), `random` ones are what a client like the console sends (`console-<uuid>`): every commit
+ * or replicated page then inserts its ids all over the index.
+ */
+const eventIds = (ids, prefix) => (ids === "random" ? () => `console-${randomUUID()}` : (i) => `${prefix}${i}`);
 
 function summary(count, secs, latencies, extra = {}) {
   return {
@@ -150,7 +159,7 @@ async function natsPublish({ count, window, textBytes, warmup, replicas = 1 }) {
  * with `window` submitted at a time, committed in the batches the engine forms. The batch sizes and
  * the database are left for the raw baseline.
  */
-async function engine({ dir, count, window, textBytes }) {
+async function engine({ dir, count, window, textBytes, ids = "seq" }) {
   const { gateway, common } = await load();
   const { GroupCommit } = await dist("services/gateway/dist/app/rooms/group-commit.js");
   mkdirSync(dir, { recursive: true });
@@ -169,13 +178,16 @@ async function engine({ dir, count, window, textBytes }) {
   rooms.create({ room_id: "bench", name: "Bench", members: ROOM_MEMBERS });
   const batches = [];
   const commits = new GroupCommit(rooms.store, () => common.isoTime(Date.now()), { committed: (_rooms, size) => batches.push(size) });
-  const request = (prefix) => (i) => ({
-    origin: "client",
-    event_id: `${prefix}${i}`,
-    kind: "message.user",
-    actor: gateway.CLIENT_ACTOR,
-    payload: { text: messageText(i, textBytes) },
-  });
+  const request = (prefix) => {
+    const eventId = eventIds(ids, prefix);
+    return (i) => ({
+      origin: "client",
+      event_id: eventId(i),
+      kind: "message.user",
+      actor: gateway.CLIENT_ACTOR,
+      payload: { text: messageText(i, textBytes) },
+    });
+  };
   const warm = request("warm-");
   await pipelined(Math.min(5000, count), window, (i) => commits.submit("bench", warm(i)));
   batches.length = 0;
@@ -312,7 +324,7 @@ async function rawInsert({ from, firstSeq, batches, dir, layout }) {
 // c. catch-up
 
 /** Seeds a gateway home with one room of `events` client messages through the real group-commit path (in this process). */
-async function seed({ home, id, key, room, events, textBytes }) {
+async function seed({ home, id, key, room, events, textBytes, ids = "seq" }) {
   const { gateway, common } = await load();
   const gw = await gateway.Gateway.start({
     home,
@@ -321,8 +333,9 @@ async function seed({ home, id, key, room, events, textBytes }) {
     env: { API_SERVER_KEY: key },
   });
   gw.rooms.create({ room_id: room, name: "Catch-up", members: ROOM_MEMBERS });
+  const eventId = eventIds(ids, "seed-");
   const { secs } = await pipelined(events, 2000, (i) =>
-    gw.rooms.send({ room_id: room, event_id: `seed-${i}`, payload: { text: messageText(i, textBytes) } }),
+    gw.rooms.send({ room_id: room, event_id: eventId(i), payload: { text: messageText(i, textBytes) } }),
   );
   const latest = gw.rooms.store.state(room).last_seq;
   await gw.stop();
@@ -406,6 +419,79 @@ async function rawApply({ from, room, pageEvents, dir, layout }) {
   source.close();
   target.close();
   return { events, secs: writeMs / 1000, rate: events / (writeMs / 1000), cpuMs: cpu, layout };
+}
+
+/**
+ * A replica's page apply in this one process, without the wire: the packed pages of a seeded log
+ * (read from its home untimed, as the authority serves them) decoded (fromWirePage) and applied
+ * (Replicator.applyPage: plan with the chain check, store) into a fresh state.db, page by page.
+ * CPU per event of decode and of apply, for quick pairs of builds (`root`: the checkout whose
+ * build runs).
+ */
+async function applyPages({ from, room, dir, limit = 5000, events: wanted = Number.POSITIVE_INFINITY }) {
+  const { gateway, common, proto } = await load();
+  const { toWireAnyPage } = await dist("services/gateway/dist/api/rooms/wire.js");
+  const { Replicator } = await dist("services/gateway/dist/app/rooms/replicator.js");
+  const { RoomLog } = await dist("services/gateway/dist/app/rooms/room-log.js");
+  const logger = common.createLogger("rooms", "silent");
+  const clock = common.systemClock;
+  const source = gateway.openGatewayDb(new gateway.HermesHome(from));
+  const authority = new gateway.RoomsService({
+    log: new RoomLog({ db: source, gatewayId: "gw-auth", clock, logger, registry: new Registry(), maxAppendsPerCommit: 1000 }),
+    gatewayId: "gw-auth",
+    clock,
+    logger,
+    peers: { url: () => undefined, key: () => undefined },
+  });
+  const wire = [];
+  let total = 0;
+  for (let since = 0; total < wanted; ) {
+    const page = toWireAnyPage(authority.logPacked({ room_id: room, since_seq: since, limit }));
+    // The response as it arrives (its protobuf bytes), decoded in the timed part.
+    wire.push(Buffer.from(proto.LogPage.encode(page).finish()));
+    total += Number(page.cursor) - since;
+    since = Number(page.cursor);
+    if (!page.has_more) break;
+  }
+  source.close();
+  mkdirSync(dir, { recursive: true });
+  const db = gateway.openGatewayDb(new gateway.HermesHome(dir));
+  const log = new RoomLog({ db, gatewayId: "gw-replica", clock, logger, registry: new Registry(), maxAppendsPerCommit: 1000 });
+  const replicator = new Replicator({
+    store: log.store,
+    sources: new gateway.GrpcRoomSourceFactory({ url: () => undefined, key: () => undefined }),
+    metrics: log.metrics,
+    logger,
+    now: () => new Date().toISOString(),
+    applied: () => undefined,
+    observe: () => undefined,
+  });
+  let decodeMs = 0;
+  let applyMs = 0;
+  let events = 0;
+  const started = performance.now();
+  for (const bytes of wire) {
+    const c0 = cpuMs();
+    const page = gateway.fromWirePage(proto.LogPage.decode(bytes));
+    const c1 = cpuMs();
+    const { decision } = replicator.applyPage(room, page);
+    const c2 = cpuMs();
+    if (decision.kind !== "apply") throw new Error(`page at ${page.prev?.seq ?? 0} was ${decision.kind}`);
+    decodeMs += c1 - c0;
+    applyMs += c2 - c1;
+    events += page.events.length;
+  }
+  const secs = (performance.now() - started) / 1000;
+  db.close();
+  return {
+    events,
+    pages: wire.length,
+    secs,
+    rate: events / secs,
+    decodeUs: (decodeMs * 1000) / events,
+    applyUs: (applyMs * 1000) / events,
+    cpuUs: ((decodeMs + applyMs) * 1000) / events,
+  };
 }
 
 async function natsMirror({ count }) {
@@ -523,6 +609,7 @@ const PHASES = {
   replicate,
   "pull-only": pullOnly,
   "raw-apply": rawApply,
+  "apply-pages": applyPages,
   "nats-mirror": natsMirror,
   tail,
   "nats-tail": natsTail,

@@ -2,7 +2,7 @@
 // Benchmark: the replicated room log (issue #3, "Benchmarks"). Prints figures and ratios against
 // baselines measured in the same run; no pass/fail.
 //
-//   npm run build && npm run bench:rooms [-- --parts a,b,c,d --samples 3 --json]
+//   npm run build && npm run bench:rooms [-- --parts a,b,c,d --samples 3 --json] [--ids seq|random]
 //
 // a. acknowledged durable sends/s into one room from a Node client: pipelined on the bidi Append
 //    stream (and unary Send with 64 in flight), against JetStream acknowledged publish (window 1000)
@@ -48,6 +48,8 @@ const { values: opts } = parseArgs({
     "tail-rate": { type: "string", default: "1000" },
     "tail-seconds": { type: "string", default: "10" },
     "text-bytes": { type: "string", default: "200" },
+    /** Event ids of b's and c's logs: `seq` (`e-0`, `e-1`, …, nearly sorted) or `random` (`console-<uuid>`, what the console sends). */
+    ids: { type: "string", default: "seq" },
     /** Write a CPU profile of every gateway process into this directory (node --cpu-prof). */
     profile: { type: "string" },
     json: { type: "boolean", default: false },
@@ -65,6 +67,11 @@ const EVENTS = int("events");
 const TAIL_RATE = int("tail-rate");
 const TAIL_SECONDS = int("tail-seconds");
 const TEXT_BYTES = int("text-bytes");
+const IDS = opts.ids;
+if (IDS !== "seq" && IDS !== "random") {
+  process.stderr.write(`--ids is seq or random, not ${IDS}\n`);
+  process.exit(2);
+}
 const PARTS = new Set(opts.parts.split(",").map((p) => p.trim()));
 const UNARY_CONCURRENCY = 64;
 /** The raw SQLite floors of (b) and (c): one row per event (a hand-written log), and the store's own segment rows. */
@@ -248,7 +255,7 @@ async function partA() {
 
 async function partB() {
   header(
-    `b. append engine in-process (${fmt(ENGINE_EVENTS)} appends, ${ENGINE_WINDOW} submitted at a time) vs raw better-sqlite3, synchronous=FULL`,
+    `b. append engine in-process (${fmt(ENGINE_EVENTS)} appends${IDS === "random" ? " with random ids" : ""}, ${ENGINE_WINDOW} submitted at a time) vs raw better-sqlite3, synchronous=FULL`,
   );
   const samples = [];
   for (let s = 0; s < SAMPLES; s++) {
@@ -260,6 +267,7 @@ async function partB() {
         count: ENGINE_EVENTS,
         window: ENGINE_WINDOW,
         textBytes: TEXT_BYTES,
+        ids: IDS,
       });
       const raw = {};
       for (const layout of RAW_LAYOUTS) {
@@ -319,7 +327,9 @@ async function partB() {
 }
 
 async function partC() {
-  header(`c. catch-up of ${fmt(EVENTS)} events: authority gateway → new replica gateway (loopback) vs JetStream mirror`);
+  header(
+    `c. catch-up of ${fmt(EVENTS)} events${IDS === "random" ? " (random ids)" : ""}: authority gateway → new replica gateway (loopback) vs JetStream mirror`,
+  );
   const home = tempDir("c-authority");
   const samples = [];
   let seeded;
@@ -333,6 +343,7 @@ async function partC() {
       room: ROOM,
       events: EVENTS,
       textBytes: TEXT_BYTES,
+      ids: IDS,
     });
     say(`seeded through group commit in ${fmt(seeded.secs, 1)} s (${fmt(seeded.rate)} events/s); log ends at seq ${fmt(seeded.latest)}`);
     authority = await startGateway({ home, key: BENCH_KEY, nodeArgs: NODE_ARGS });

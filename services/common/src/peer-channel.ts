@@ -53,10 +53,40 @@ export interface ChannelOptions {
   keepalive?: { timeMs: number; timeoutMs: number; withoutCalls?: boolean };
   /** The channel's own reconnect back-off; callers that pace their own reconnects keep it short. */
   reconnectBackoffMs?: { initial: number; max: number };
+  /**
+   * HTTP/2 flow-control window of each call and of the connection (default 64 KiB): how much the
+   * other side may send before this one reads. A reader that is busy between reads (a replica
+   * applying a page while the next is in flight) needs a whole message's worth, or the next one
+   * stalls after 64 KiB until the reader returns.
+   */
+  receiveWindowBytes?: number;
 }
 
 const DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
 const DEFAULT_DEADLINE_MS = 60_000;
+
+/** The grpc-js client options of a channel made with `options`. */
+export function grpcClientOptions(options: ChannelOptions): Partial<ClientOptions> {
+  const max = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  return {
+    "grpc.max_receive_message_length": max,
+    "grpc.max_send_message_length": max,
+    ...(options.keepalive
+      ? {
+          "grpc.keepalive_time_ms": options.keepalive.timeMs,
+          "grpc.keepalive_timeout_ms": options.keepalive.timeoutMs,
+          ...(options.keepalive.withoutCalls ? { "grpc.keepalive_permit_without_calls": 1 } : {}),
+        }
+      : {}),
+    ...(options.reconnectBackoffMs
+      ? {
+          "grpc.initial_reconnect_backoff_ms": options.reconnectBackoffMs.initial,
+          "grpc.max_reconnect_backoff_ms": options.reconnectBackoffMs.max,
+        }
+      : {}),
+    ...(options.receiveWindowBytes ? { "grpc-node.flow_control_window": options.receiveWindowBytes } : {}),
+  };
+}
 
 /** A unary method of a ts-proto client, in its (request, metadata, options, callback) form. */
 export type UnaryMethod<Req, Res> = (
@@ -135,24 +165,7 @@ export class PeerChannel {
       this.address = parsed.target;
       this.tls = parsed.tls;
     }
-    const max = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
-    this.clientOptions = {
-      "grpc.max_receive_message_length": max,
-      "grpc.max_send_message_length": max,
-      ...(options.keepalive
-        ? {
-            "grpc.keepalive_time_ms": options.keepalive.timeMs,
-            "grpc.keepalive_timeout_ms": options.keepalive.timeoutMs,
-            ...(options.keepalive.withoutCalls ? { "grpc.keepalive_permit_without_calls": 1 } : {}),
-          }
-        : {}),
-      ...(options.reconnectBackoffMs
-        ? {
-            "grpc.initial_reconnect_backoff_ms": options.reconnectBackoffMs.initial,
-            "grpc.max_reconnect_backoff_ms": options.reconnectBackoffMs.max,
-          }
-        : {}),
-    };
+    this.clientOptions = grpcClientOptions(options);
     this.deadlineMs = options.deadlineMs ?? DEFAULT_DEADLINE_MS;
   }
 

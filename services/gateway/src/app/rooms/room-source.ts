@@ -140,6 +140,9 @@ const ROOM_CHANNEL: ChannelOptions = {
   // The follower paces its own reconnects (common/backoff); don't let the channel sit in a
   // two-minute backoff after a partition heals.
   reconnectBackoffMs: { initial: 500, max: 5_000 },
+  // A whole page may arrive while the replica applies the one before it (it reads nothing in the
+  // meantime): with the default 64 KiB window the next page would wait for the apply to end.
+  receiveWindowBytes: 8 * 1024 * 1024,
 };
 
 /** Opens direct gRPC sources, resolving peer names through the registered peers. */

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { eventHash, GENESIS_HASH, hashChains, verifyChain } from "./hash-chain.js";
+import { eventHash, eventHashOfCanonical, GENESIS_HASH, hashChains, verifyChain } from "./hash-chain.js";
 import { sealEvent } from "./room-state.js";
 import type { RoomEvent } from "./types.js";
 
@@ -43,6 +43,16 @@ describe("eventHash", () => {
       .digest("hex");
     expect(eventHash(prev, fields)).toBe(expected);
     expect(eventHash(prev, fields)).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it("writes seq and epoch as JSON.stringify does, whatever number they hold", () => {
+    const prev = "cd".repeat(32);
+    for (const n of [0, -0, 7, Number.MAX_SAFE_INTEGER, 2 ** 60, 1.5, -3, 1e21, Number.NaN, Number.POSITIVE_INFINITY]) {
+      const fields = { seq: n, event_id: "m1", kind: "message.user", actor_json: "{}", epoch: n, payload_json: "{}" };
+      const json = JSON.stringify(n);
+      const expected = createHash("sha256").update(`${prev}[${json},"m1","message.user",{},${json},{}]`).digest("hex");
+      expect(eventHashOfCanonical(prev, fields)).toBe(expected);
+    }
   });
 
   it("ignores whitespace and key order in the stored JSON, but not the values", () => {

@@ -298,20 +298,18 @@ function planApply(state: RoomState, page: LogPage, local: LocalLogLookup): Repl
       });
     }
   }
+  // The page's seqs ascend one by one (pageProblem): the events this replica holds come first.
+  const events = page.events;
   let overlap = 0;
-  const fresh: RoomEvent[] = [];
-  for (const event of page.events) {
-    if (event.seq <= last) {
-      if (localHashAt(state, local, event.seq) !== event.hash) {
-        return quarantine(state, "hash_mismatch", `event ${event.event_id} at seq ${event.seq} differs from the stored one`, {
-          seq: event.seq,
-        });
-      }
-      overlap++;
-    } else {
-      fresh.push(event);
+  for (; overlap < events.length && events[overlap]!.seq <= last; overlap++) {
+    const event = events[overlap]!;
+    if (localHashAt(state, local, event.seq) !== event.hash) {
+      return quarantine(state, "hash_mismatch", `event ${event.event_id} at seq ${event.seq} differs from the stored one`, {
+        seq: event.seq,
+      });
     }
   }
+  const fresh = overlap === 0 ? events : events.slice(overlap);
   let hash = state.last_hash;
   let disbanded = state.disbanded;
   for (const event of fresh) {
