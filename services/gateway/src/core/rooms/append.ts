@@ -1,9 +1,19 @@
-import { eventHashOfCanonical } from "./hash-chain.js";
+import { ChainHasher } from "./hash-chain.js";
 import { MAX_BATCH_APPENDS } from "./limits.js";
 import { formatAuthority } from "./lineage.js";
+import { RunWriter } from "./log-segment.js";
 import { type Refusal, refusal } from "./refusal.js";
-import { type Actor, CLIENT_APPENDABLE_KINDS, type RoomEvent, type RoomState } from "./types.js";
-import { checkActor, checkClientEventId, checkId, checkPayload, checkRepostEventId, isEventKind, type SendParams } from "./validation.js";
+import { type Actor, CLIENT_APPENDABLE_KINDS, type RoomEvent, type RoomState, type TupleRun } from "./types.js";
+import {
+  checkActor,
+  checkClientEventId,
+  checkId,
+  checkPayload,
+  checkRepostEventId,
+  isEventKind,
+  type SendParams,
+  unescapedMessageText,
+} from "./validation.js";
 
 /**
  * One append on the authority. Who chose the event id and kind:
@@ -41,7 +51,12 @@ export interface AppendBatchPlan {
   state: RoomState;
   appended: RoomEvent[];
   outcomes: AppendOutcome[];
+  /** `appended` in the stored encoding (encodeTuples' bytes), written as they were planned; none when nothing was appended. */
+  run?: TupleRun | undefined;
 }
+
+/** The hash chain's input buffer, reused by every append (planning is synchronous). */
+const hasher = new ChainHasher();
 
 /** Kinds that only their own operation writes (create, promote, demote), never a generic append. */
 const RESERVED_KINDS = new Set(["room.created", "authority.claimed", "authority.lost"]);
@@ -87,11 +102,13 @@ export function planAppendBatch(state: RoomState, items: readonly AppendItem[], 
   const appended: RoomEvent[] = [];
   const inBatch = new Map<string, RoomEvent>();
   const outcomes = new Array<AppendOutcome>(items.length);
+  const tuples = new RunWriter(items.length);
   for (let i = 0; i < items.length; i++) {
     const item = items[i]!;
     const decided = decide(current, item, inBatch.get(item.request.event_id) ?? item.stored, now);
     if (decided.kind === "appended") {
       appended.push(decided.event);
+      tuples.add(decided.event, unescapedMessageText(decided.event.kind, item.request.payload, decided.event.payload_json));
       inBatch.set(decided.event.event_id, decided.event);
       current.last_seq = decided.event.seq;
       current.last_hash = decided.event.hash;
@@ -100,7 +117,7 @@ export function planAppendBatch(state: RoomState, items: readonly AppendItem[], 
     }
     outcomes[i] = decided;
   }
-  return { state: appended.length > 0 ? current : state, appended, outcomes };
+  return { state: appended.length > 0 ? current : state, appended, outcomes, run: tuples.finish() };
 }
 
 /** The event id rule of each origin. */
@@ -205,6 +222,6 @@ function decide(state: RoomState, item: AppendItem, stored: RoomEvent | null, no
     created_at: now,
     hash: "",
   };
-  event.hash = eventHashOfCanonical(state.last_hash, event);
+  event.hash = hasher.hash(state.last_hash, event, unescapedMessageText(kind, request.payload, event.payload_json));
   return { kind: "appended", event };
 }
