@@ -135,9 +135,11 @@ export class RunWriter {
       this.created = `,${JSON.stringify(event.created_at)},"`;
     }
     const payload = plainText ?? JSON.stringify(event.payload_json);
-    // UTF-8 takes at most 3 bytes per UTF-16 unit.
-    const units = event.event_id.length + this.middle.length + payload.length + this.created.length + event.hash.length;
-    this.reserve(3 * units + 2 * SAFE_INTEGER_MAX_BYTES + 16);
+    const payloadUnits = plainText === undefined ? payload.length : QUOTED_MESSAGE_HEAD.length + plainText.length + QUOTED_MESSAGE_TAIL.length;
+    // The seq, `,[,"` before the id and `"]` at the end.
+    const units = SAFE_INTEGER_MAX_BYTES + 6 + event.event_id.length + this.middle.length + payloadUnits + this.created.length + event.hash.length;
+    // UTF-8 takes at most 3 bytes per UTF-16 unit, and one when the text is ASCII (the usual).
+    this.reserve(3 * units, units);
     const body = this.body;
     let at = this.at;
     if (this.count > 0) body[at++] = COMMA;
@@ -172,12 +174,15 @@ export class RunWriter {
     return { first_seq: this.firstSeq, body: this.body.subarray(0, this.at), ends: this.ends.subarray(0, this.count) };
   }
 
-  /** Room for `bytes` more bytes (and the comma before them). */
-  private reserve(bytes: number): void {
-    const needed = this.at + 1 + bytes;
+  /**
+   * Room for a tuple of at most `most` bytes; when the buffer grows, it makes room for the
+   * tuples still expected at `likely` bytes each.
+   */
+  private reserve(most: number, likely: number): void {
+    const needed = this.at + most;
     if (needed <= this.body.length) return;
-    const remaining = Math.max(1, this.expected - this.count);
-    const grown = textBuffer(Math.max(needed, this.body.length * 2, this.at + remaining * bytes));
+    const later = Math.max(0, this.expected - this.count - 1);
+    const grown = textBuffer(Math.max(needed + later * likely, this.body.length * 2));
     this.body.copy(grown, 0, 0, this.at);
     this.body = grown;
   }
