@@ -135,9 +135,11 @@ export class RunWriter {
       this.created = `,${JSON.stringify(event.created_at)},"`;
     }
     const payload = plainText ?? JSON.stringify(event.payload_json);
-    const payloadUnits = plainText === undefined ? payload.length : QUOTED_MESSAGE_HEAD.length + plainText.length + QUOTED_MESSAGE_TAIL.length;
+    const payloadUnits =
+      plainText === undefined ? payload.length : QUOTED_MESSAGE_HEAD.length + plainText.length + QUOTED_MESSAGE_TAIL.length;
     // The seq, `,[,"` before the id and `"]` at the end.
-    const units = SAFE_INTEGER_MAX_BYTES + 6 + event.event_id.length + this.middle.length + payloadUnits + this.created.length + event.hash.length;
+    const units =
+      SAFE_INTEGER_MAX_BYTES + 6 + event.event_id.length + this.middle.length + payloadUnits + this.created.length + event.hash.length;
     // UTF-8 takes at most 3 bytes per UTF-16 unit, and one when the text is ASCII (the usual).
     this.reserve(3 * units, units);
     const body = this.body;
