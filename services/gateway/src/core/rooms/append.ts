@@ -107,13 +107,17 @@ export function planAppendBatch(state: RoomState, items: readonly AppendItem[], 
     const item = items[i]!;
     const decided = decide(current, item, inBatch.get(item.request.event_id) ?? item.stored, now);
     if (decided.kind === "appended") {
-      appended.push(decided.event);
-      tuples.add(decided.event, unescapedMessageText(decided.event.kind, item.request.payload, decided.event.payload_json));
-      inBatch.set(decided.event.event_id, decided.event);
-      current.last_seq = decided.event.seq;
-      current.last_hash = decided.event.hash;
-      current.latest_seq = decided.event.seq;
-      current.disbanded = current.disbanded || decided.event.kind === "room.disbanded";
+      const { event } = decided;
+      // Its hash input and its stored tuple are written from the same pieces, a plain text as it is.
+      const plainText = unescapedMessageText(event.kind, item.request.payload, event.payload_json);
+      event.hash = hasher.hash(current.last_hash, event, plainText);
+      tuples.add(event, plainText);
+      appended.push(event);
+      inBatch.set(event.event_id, event);
+      current.last_seq = event.seq;
+      current.last_hash = event.hash;
+      current.latest_seq = event.seq;
+      current.disbanded = current.disbanded || event.kind === "room.disbanded";
     }
     outcomes[i] = decided;
   }
@@ -131,6 +135,7 @@ function refused(r: Refusal): AppendOutcome {
   return { kind: "refused", refusal: r };
 }
 
+/** One item's outcome; an appended event comes back with its hash still empty (planAppendBatch seals it). */
 function decide(state: RoomState, item: AppendItem, stored: RoomEvent | null, now: string): AppendOutcome {
   const { request } = item;
   const eventId = EVENT_ID_CHECKS[request.origin](request.event_id);
@@ -210,7 +215,7 @@ function decide(state: RoomState, item: AppendItem, stored: RoomEvent | null, no
       }),
     );
   }
-  // Built once and sealed in place (this runs for every append of a group commit).
+  // Built once; planAppendBatch seals it in place (this runs for every append of a group commit).
   const event: RoomEvent = {
     room_id: state.room_id,
     seq: state.last_seq + 1,
@@ -222,6 +227,5 @@ function decide(state: RoomState, item: AppendItem, stored: RoomEvent | null, no
     created_at: now,
     hash: "",
   };
-  event.hash = hasher.hash(state.last_hash, event, unescapedMessageText(kind, request.payload, event.payload_json));
   return { kind: "appended", event };
 }
