@@ -14,7 +14,7 @@ import { Registry } from "prom-client";
 import { EchoAppendStream, startEchoServer } from "./lib/grpc-echo.mjs";
 import { jetStreamMirror, jetStreamTail, startNats, startNatsCluster } from "./lib/nats.mjs";
 import { pipelined } from "./lib/pipeline.mjs";
-import { printReady, printResult, processCpuMs } from "./lib/processes.mjs";
+import { printReady, printResult, processCpuMs, withDaemonFlags } from "./lib/processes.mjs";
 import { percentile } from "./lib/report.mjs";
 import { ROOM_MEMBERS } from "./lib/rooms-bench.mjs";
 
@@ -614,6 +614,10 @@ const PHASES = {
   tail,
   "nats-tail": natsTail,
 };
+
+// The append engine runs inside a gateway, so (b) runs it, and its raw baseline alike, with the
+// daemons' node flags, as `hermes up` and the images run a gateway.
+if (opts.phase === "engine" || opts.phase === "raw-insert") await withDaemonFlags(import.meta.url);
 
 const run = PHASES[opts.phase];
 if (!run) {

@@ -267,7 +267,7 @@ describe("RoomsStore", () => {
     const plan = planAppendBatch(before.state, [{ request: send("m3"), stored: null }], NOW);
     // Forge a second room's plan that collides with an existing event id: the whole commit must fail.
     const m3 = plan.appended[0]!;
-    const forged = { ...plan, appended: [...plan.appended, { ...m3, seq: m3.seq + 1, event_id: "m1" }] };
+    const forged = { ...plan, run: undefined, appended: [...plan.appended, { ...m3, seq: m3.seq + 1, event_id: "m1" }] };
     expect(() => store.commitAppends([{ roomId: "r", plan: forged }])).toThrow(/UNIQUE/);
     const after = reread(store, "r");
     expect(after.state).toEqual(before.state);

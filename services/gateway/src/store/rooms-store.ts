@@ -491,7 +491,7 @@ export class RoomsStore {
         () => {
           for (const { roomId, plan } of changing) {
             const current = this.mustRoom(roomId);
-            this.appendToLog(roomId, plan.appended, undefined, options.idsUnchecked === true);
+            this.appendToLog(roomId, plan.appended, plan.run, options.idsUnchecked === true);
             const meta = this.metaAfter(current, plan.appended, plan.state.lineage);
             const stored: StoredRoom = { ...current, state: plan.state, meta };
             this.saveRow(stored, current);

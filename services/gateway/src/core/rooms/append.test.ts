@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { type AppendRequest, clientSendRequest, planAppend, planAppendBatch, sendResult } from "./append.js";
 import { observeEpoch } from "./authority.js";
-import { verifyChain } from "./hash-chain.js";
+import { eventHash, verifyChain } from "./hash-chain.js";
 import { MAX_BATCH_APPENDS } from "./limits.js";
+import { encodeTuples } from "./log-segment.js";
 import { refusalError } from "./refusal.js";
 import { newReplicaState, planCreateRoom } from "./room-state.js";
 import type { RoomEvent, RoomState } from "./types.js";
@@ -234,6 +235,40 @@ describe("planAppendBatch (group commit)", () => {
     expect(plan.outcomes[3]).toEqual({ kind: "idempotent", event: plan.appended[0] });
     expect(verifyChain([...events, old, ...plan.appended], 0, "").ok).toBe(true);
     expect(plan.state).toMatchObject({ last_seq: 5, latest_seq: 5, last_hash: plan.appended[2]!.hash });
+  });
+
+  it("plans the appended events' stored encoding and hashes as encodeTuples and eventHash compute them", () => {
+    const { state } = room();
+    const texts = ["plain", 'quote"', "back\\slash", "ctl\u0001", "日本語 😀", "lone \ud800", "x".repeat(60_000)];
+    const items = [
+      ...texts.map((text, i) => ({ request: send(`m${i}`, text), stored: null })),
+      { request: send("threaded", "in a thread", { payload: { text: "in a thread", thread_id: "t1" } }), stored: null },
+      { request: send("bad id"), stored: null },
+      {
+        request: {
+          origin: "server" as const,
+          event_id: "system:renamed",
+          kind: "room.renamed",
+          actor: { kind: "system" as const, id: "A" },
+          payload: { name: "New" },
+        },
+        stored: null,
+      },
+      { request: send("m0", "plain"), stored: null },
+    ];
+    const plan = planAppendBatch(state, items, NOW);
+    expect(plan.outcomes.map((o) => o.kind)).toEqual([...texts.map(() => "appended"), "appended", "refused", "appended", "idempotent"]);
+    const run = plan.run!;
+    const expected = encodeTuples(plan.appended);
+    expect(run.first_seq).toBe(expected.first_seq);
+    expect(Array.from(run.ends)).toEqual(Array.from(expected.ends));
+    expect(Buffer.from(run.body).equals(Buffer.from(expected.body))).toBe(true);
+    let prev = state.last_hash;
+    for (const event of plan.appended) {
+      expect(event.hash).toBe(eventHash(prev, event));
+      prev = event.hash;
+    }
+    expect(planAppendBatch(plan.state, [{ request: send("bad id"), stored: null }], NOW).run).toBeUndefined();
   });
 
   it("closes the log inside the batch once room.disbanded is appended", () => {

@@ -1,9 +1,19 @@
-import { eventHashOfCanonical } from "./hash-chain.js";
+import { ChainHasher } from "./hash-chain.js";
 import { MAX_BATCH_APPENDS } from "./limits.js";
 import { formatAuthority } from "./lineage.js";
+import { RunWriter } from "./log-segment.js";
 import { type Refusal, refusal } from "./refusal.js";
-import { type Actor, CLIENT_APPENDABLE_KINDS, type RoomEvent, type RoomState } from "./types.js";
-import { checkActor, checkClientEventId, checkId, checkPayload, checkRepostEventId, isEventKind, type SendParams } from "./validation.js";
+import { type Actor, CLIENT_APPENDABLE_KINDS, type RoomEvent, type RoomState, type TupleRun } from "./types.js";
+import {
+  checkActor,
+  checkClientEventId,
+  checkId,
+  checkPayload,
+  checkRepostEventId,
+  isEventKind,
+  type SendParams,
+  unescapedMessageText,
+} from "./validation.js";
 
 /**
  * One append on the authority. Who chose the event id and kind:
@@ -41,7 +51,12 @@ export interface AppendBatchPlan {
   state: RoomState;
   appended: RoomEvent[];
   outcomes: AppendOutcome[];
+  /** `appended` in the stored encoding (encodeTuples' bytes), written as they were planned; none when nothing was appended. */
+  run?: TupleRun | undefined;
 }
+
+/** The hash chain's input buffer, reused by every append (planning is synchronous). */
+const hasher = new ChainHasher();
 
 /** Kinds that only their own operation writes (create, promote, demote), never a generic append. */
 const RESERVED_KINDS = new Set(["room.created", "authority.claimed", "authority.lost"]);
@@ -87,20 +102,26 @@ export function planAppendBatch(state: RoomState, items: readonly AppendItem[], 
   const appended: RoomEvent[] = [];
   const inBatch = new Map<string, RoomEvent>();
   const outcomes = new Array<AppendOutcome>(items.length);
+  const tuples = new RunWriter(items.length);
   for (let i = 0; i < items.length; i++) {
     const item = items[i]!;
     const decided = decide(current, item, inBatch.get(item.request.event_id) ?? item.stored, now);
     if (decided.kind === "appended") {
-      appended.push(decided.event);
-      inBatch.set(decided.event.event_id, decided.event);
-      current.last_seq = decided.event.seq;
-      current.last_hash = decided.event.hash;
-      current.latest_seq = decided.event.seq;
-      current.disbanded = current.disbanded || decided.event.kind === "room.disbanded";
+      const { event } = decided;
+      // Its hash input and its stored tuple are written from the same pieces, a plain text as it is.
+      const plainText = unescapedMessageText(event.kind, item.request.payload, event.payload_json);
+      event.hash = hasher.hash(current.last_hash, event, plainText);
+      tuples.add(event, plainText);
+      appended.push(event);
+      inBatch.set(event.event_id, event);
+      current.last_seq = event.seq;
+      current.last_hash = event.hash;
+      current.latest_seq = event.seq;
+      current.disbanded = current.disbanded || event.kind === "room.disbanded";
     }
     outcomes[i] = decided;
   }
-  return { state: appended.length > 0 ? current : state, appended, outcomes };
+  return { state: appended.length > 0 ? current : state, appended, outcomes, run: tuples.finish() };
 }
 
 /** The event id rule of each origin. */
@@ -114,6 +135,7 @@ function refused(r: Refusal): AppendOutcome {
   return { kind: "refused", refusal: r };
 }
 
+/** One item's outcome; an appended event comes back with its hash still empty (planAppendBatch seals it). */
 function decide(state: RoomState, item: AppendItem, stored: RoomEvent | null, now: string): AppendOutcome {
   const { request } = item;
   const eventId = EVENT_ID_CHECKS[request.origin](request.event_id);
@@ -193,7 +215,7 @@ function decide(state: RoomState, item: AppendItem, stored: RoomEvent | null, no
       }),
     );
   }
-  // Built once and sealed in place (this runs for every append of a group commit).
+  // Built once; planAppendBatch seals it in place (this runs for every append of a group commit).
   const event: RoomEvent = {
     room_id: state.room_id,
     seq: state.last_seq + 1,
@@ -205,6 +227,5 @@ function decide(state: RoomState, item: AppendItem, stored: RoomEvent | null, no
     created_at: now,
     hash: "",
   };
-  event.hash = eventHashOfCanonical(state.last_hash, event);
   return { kind: "appended", event };
 }

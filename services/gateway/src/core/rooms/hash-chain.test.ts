@@ -1,8 +1,11 @@
 import { createHash } from "node:crypto";
+import { ID_RULE } from "@hermes/common/pure";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { eventHash, eventHashOfCanonical, GENESIS_HASH, hashChains, verifyChain } from "./hash-chain.js";
+import { canonicalJson } from "./canonical-json.js";
+import { ChainHasher, eventHash, eventHashOfCanonical, GENESIS_HASH, hashChains, verifyChain } from "./hash-chain.js";
 import { sealEvent } from "./room-state.js";
-import type { RoomEvent } from "./types.js";
+import { EVENT_KINDS, type RoomEvent } from "./types.js";
 
 function chain(count: number): RoomEvent[] {
   const events: RoomEvent[] = [];
@@ -104,5 +107,40 @@ describe("verifyChain", () => {
   it("treats unparsable JSON as a broken link, not a crash", () => {
     const [event] = chain(1);
     expect(hashChains(GENESIS_HASH, { ...event!, payload_json: "{not json" })).toBe(false);
+  });
+});
+
+describe("ChainHasher", () => {
+  it("hashes what eventHashOfCanonical hashes, one event after another from one buffer", () => {
+    const ids = fc.stringMatching(new RegExp(ID_RULE));
+    const fields = fc.record({
+      seq: fc.maxSafeInteger(),
+      event_id: ids,
+      kind: fc.constantFrom(...EVENT_KINDS, "future.kind"),
+      actor_json: fc.oneof(
+        fc.constant('{"id":"u","kind":"user"}'),
+        fc.string().map((id) => canonicalJson({ id, kind: "user" })),
+      ),
+      epoch: fc.nat(),
+      text: fc.oneof(fc.string(), fc.string({ unit: "binary" }), fc.string({ unit: "grapheme" }), fc.constant("x".repeat(5000))),
+    });
+    const hasher = new ChainHasher();
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.constant(GENESIS_HASH), fc.stringMatching(/^[0-9a-f]{64}$/)),
+        fc.array(fields, { minLength: 1, maxLength: 8 }),
+        (prev, events) => {
+          let prevHash = prev;
+          for (const { text, ...rest } of events) {
+            const event = { ...rest, payload_json: canonicalJson({ text }) };
+            const plain = event.payload_json === `{"text":"${text}"}` ? text : undefined;
+            const expected = eventHashOfCanonical(prevHash, event);
+            expect(hasher.hash(prevHash, event, plain)).toBe(expected);
+            expect(hasher.hash(prevHash, event)).toBe(expected);
+            prevHash = expected;
+          }
+        },
+      ),
+    );
   });
 });

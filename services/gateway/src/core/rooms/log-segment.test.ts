@@ -9,6 +9,7 @@ import {
   endsToBytes,
   locateTuples,
   packedBytes,
+  RunWriter,
   runOfPackedPage,
   SEGMENT_MAX_BYTES,
   SEGMENT_MAX_EVENTS,
@@ -49,6 +50,44 @@ describe("log segments", () => {
       body: Buffer.from(run.body),
     });
     expect(() => concatRuns([sliceRun(run, 0, 2), sliceRun(run, 3, 5)])).toThrow(/not contiguous/);
+  });
+
+  it("writes a run tuple by tuple with the bytes and ends of encodeTuples", () => {
+    const plain = (e: RoomEvent) => {
+      const text = (JSON.parse(e.payload_json) as { text?: unknown }).text;
+      return typeof text === "string" && e.payload_json === `{"text":"${text}"}` ? text : undefined;
+    };
+    fc.assert(
+      fc.property(
+        fc.array(fc.oneof(fc.string(), fc.constantFrom(...AWKWARD), fc.string({ unit: "grapheme" }), fc.string({ unit: "binary" })), {
+          minLength: 1,
+          maxLength: 30,
+        }),
+        fc.array(fc.record({ at: fc.nat(), actor: fc.string(), epoch: fc.nat(), created: fc.string() }), { maxLength: 4 }),
+        fc.boolean(),
+        (texts, changes, givePlain) => {
+          const events = log(texts);
+          // Actors, epochs and clock readings that change inside the run (the writer remembers the last ones).
+          for (const c of changes) {
+            const i = c.at % events.length;
+            events[i] = { ...events[i]!, actor_json: JSON.stringify({ id: c.actor, kind: "user" }), epoch: c.epoch, created_at: c.created };
+          }
+          // Room for one tuple at first: the writer grows its buffer as it goes.
+          const writer = new RunWriter(1);
+          for (const e of events) writer.add(e, givePlain ? plain(e) : undefined);
+          const run = writer.finish()!;
+          const expected = encodeTuples(events);
+          expect(run.first_seq).toBe(expected.first_seq);
+          expect(Array.from(run.ends)).toEqual(Array.from(expected.ends));
+          expect(Buffer.from(run.body).equals(Buffer.from(expected.body))).toBe(true);
+        },
+      ),
+    );
+    expect(new RunWriter(4).finish()).toBeUndefined();
+    const events = log(["a", "b"]);
+    const writer = new RunWriter(2);
+    writer.add(events[0]!);
+    expect(() => writer.add(events[2]!)).toThrow(/does not continue/);
   });
 
   it("encodes events of any texts and any hashes as JSON.stringify writes each tuple", () => {
@@ -169,6 +208,7 @@ describe("log segments", () => {
   it("refuses stored text that is not a dense run of tuples", () => {
     const run = encodeTuples(log(["a", "b"]));
     expect(() => decodeRun("r", { ...run, first_seq: 5 })).toThrow(/not dense/);
-    expect(() => decodeRun("r", { ...run, body: Buffer.from("not json") })).toThrow(/not JSON/);
+    expect(() => decodeRun("r", { ...run, body: Buffer.from("n".repeat(run.body.length)) })).toThrow(/not JSON/);
+    expect(() => decodeRun("r", { ...run, body: Buffer.from("not json") })).toThrow(/offsets past its text/);
   });
 });

@@ -1,4 +1,5 @@
 import { HermesError } from "@hermes/common/pure";
+import { SAFE_INTEGER_MAX_BYTES, type TextBuffer, textBuffer, writeSafeInteger } from "./text-buffer.js";
 import type { PackedEvent, RoomEvent, TupleRun } from "./types.js";
 import { isEventKind } from "./validation.js";
 
@@ -79,6 +80,117 @@ export function encodeTuples(events: readonly RoomEvent[]): TupleRun {
   page.write(text, 0, "utf8");
   return { first_seq: events[0]!.seq, body: page.subarray(1, size - 1), ends };
 }
+
+/** `"{\"text\":\"`: how a quoted message payload starts. */
+const QUOTED_MESSAGE_HEAD = '"{\\"text\\":\\"';
+/** `\"}"`: how it ends. */
+const QUOTED_MESSAGE_TAIL = '\\"}"';
+
+/**
+ * Writes a run tuple by tuple while a group commit plans its events, the same bytes as
+ * encodeTuples, straight into the run's buffer: whoever plans an event already holds what its
+ * tuple needs (a message's text, known to need no escape; one kind, actor, epoch and clock reading
+ * for many events), and knowing where each tuple ends there is no boundary to search for.
+ *
+ * For events as the core plans them: seq and epoch are safe integers, the event id passed checkId
+ * and the hash is a hex digest (neither has anything to escape).
+ */
+export class RunWriter {
+  private body: TextBuffer = EMPTY;
+  private ends: Uint32Array;
+  private at = 0;
+  private count = 0;
+  private firstSeq = 0;
+  /** `",` + kind, actor_json quoted, epoch + `,`: what follows the event id, for the last kind, actor_json and epoch. */
+  private kind: string | undefined;
+  private actorJson: string | undefined;
+  private epoch: number | undefined;
+  private middle = "";
+  /** `,` + created_at quoted + `,"`: what follows the payload, for the last created_at. */
+  private createdAt: string | undefined;
+  private created = "";
+
+  /** `expected`: how many tuples will be added (a hint for the first allocation). */
+  constructor(private readonly expected = 1) {
+    this.ends = new Uint32Array(Math.max(1, expected));
+  }
+
+  /**
+   * Appends the tuple of `event`, the next seq of the run. `plainText`, when given, is the text of
+   * a payload that is exactly `{"text":"<plainText>"}` (nothing in it needed escaping).
+   */
+  add(event: RoomEvent, plainText?: string): void {
+    if (this.count === 0) this.firstSeq = event.seq;
+    else if (event.seq !== this.firstSeq + this.count) {
+      throw new HermesError("internal", `tuple of seq ${event.seq} does not continue the run at seq ${this.firstSeq + this.count - 1}`);
+    }
+    if (event.kind !== this.kind || event.actor_json !== this.actorJson || event.epoch !== this.epoch) {
+      this.kind = event.kind;
+      this.actorJson = event.actor_json;
+      this.epoch = event.epoch;
+      this.middle = `",${JSON.stringify(event.kind)},${JSON.stringify(event.actor_json)},${JSON.stringify(event.epoch)},`;
+    }
+    if (event.created_at !== this.createdAt) {
+      this.createdAt = event.created_at;
+      this.created = `,${JSON.stringify(event.created_at)},"`;
+    }
+    const payload = plainText ?? JSON.stringify(event.payload_json);
+    const payloadUnits =
+      plainText === undefined ? payload.length : QUOTED_MESSAGE_HEAD.length + plainText.length + QUOTED_MESSAGE_TAIL.length;
+    // The seq, `,[,"` before the id and `"]` at the end.
+    const units =
+      SAFE_INTEGER_MAX_BYTES + 6 + event.event_id.length + this.middle.length + payloadUnits + this.created.length + event.hash.length;
+    // UTF-8 takes at most 3 bytes per UTF-16 unit, and one when the text is ASCII (the usual).
+    this.reserve(3 * units, units);
+    const body = this.body;
+    let at = this.at;
+    if (this.count > 0) body[at++] = COMMA;
+    body[at++] = OPEN;
+    at = writeSafeInteger(body, at, event.seq);
+    body[at++] = COMMA;
+    body[at++] = QUOTE;
+    at += body.utf8Write(event.event_id, at);
+    at += body.utf8Write(this.middle, at);
+    if (plainText === undefined) at += body.utf8Write(payload, at);
+    else {
+      at += body.latin1Write(QUOTED_MESSAGE_HEAD, at);
+      at += body.utf8Write(plainText, at);
+      at += body.latin1Write(QUOTED_MESSAGE_TAIL, at);
+    }
+    at += body.utf8Write(this.created, at);
+    at += body.utf8Write(event.hash, at);
+    body[at++] = QUOTE;
+    body[at++] = CLOSE;
+    if (this.count === this.ends.length) {
+      const ends = new Uint32Array(this.ends.length * 2);
+      ends.set(this.ends);
+      this.ends = ends;
+    }
+    this.ends[this.count++] = at;
+    this.at = at;
+  }
+
+  /** The run of the tuples added (undefined when none was). */
+  finish(): TupleRun | undefined {
+    if (this.count === 0) return undefined;
+    return { first_seq: this.firstSeq, body: this.body.subarray(0, this.at), ends: this.ends.subarray(0, this.count) };
+  }
+
+  /**
+   * Room for a tuple of at most `most` bytes; when the buffer grows, it makes room for the
+   * tuples still expected at `likely` bytes each.
+   */
+  private reserve(most: number, likely: number): void {
+    const needed = this.at + most;
+    if (needed <= this.body.length) return;
+    const later = Math.max(0, this.expected - this.count - 1);
+    const grown = textBuffer(Math.max(needed + later * likely, this.body.length * 2));
+    this.body.copy(grown, 0, 0, this.at);
+    this.body = grown;
+  }
+}
+
+const EMPTY = textBuffer(0);
 
 /** Turns ends in UTF-16 units of `text` (a packed page's run coordinates) into UTF-8 byte offsets, in place. */
 function utf16EndsToUtf8(text: string, ends: Uint32Array): void {
@@ -234,7 +346,10 @@ export function utf8Text(bytes: Uint8Array, start = 0, end = bytes.length): stri
 /** Tuples `from`..`to − 1` of a run as events (one JSON.parse for all of them). */
 export function decodeRun(roomId: string, run: TupleRun, from = 0, to = run.ends.length): RoomEvent[] {
   if (to <= from) return [];
-  const text = utf8Text(run.body, tupleStart(run, from), run.ends[to - 1]);
+  const end = run.ends[to - 1]!;
+  // Offsets past the text would read the bytes next to it.
+  if (end > run.body.length) throw new HermesError("database_corrupt", `a stored segment of room ${roomId} has offsets past its text`);
+  const text = utf8Text(run.body, tupleStart(run, from), end);
   let tuples: unknown;
   try {
     tuples = JSON.parse(`[${text}]`);

@@ -2,7 +2,16 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { canonicalJson } from "./canonical-json.js";
 import { MAX_ID_CHARS, MAX_NAME_CHARS, MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES } from "./limits.js";
-import { checkActor, checkId, checkLogRead, checkMembers, checkPayload, checkRoomName, checkSendParams } from "./validation.js";
+import {
+  checkActor,
+  checkId,
+  checkLogRead,
+  checkMembers,
+  checkPayload,
+  checkRoomName,
+  checkSendParams,
+  unescapedMessageText,
+} from "./validation.js";
 
 const reasonOf = (checked: { ok: boolean; refusal?: { reason: string } }) => (checked.ok ? "ok" : checked.refusal!.reason);
 const members = (n: number) => Array.from({ length: n }, (_, i) => ({ member_id: `m${i}`, profile: `p${i}` }));
@@ -189,5 +198,30 @@ describe("fast paths", () => {
     expect(checkActor("message.user", actor)).toEqual({ ok: true, value: '{"id":"u","kind":"user"}' });
     expect(checkActor("message.user", actor)).toEqual({ ok: true, value: '{"id":"u","kind":"user"}' });
     expect(reasonOf(checkActor("message.member", actor))).toBe("invalid_params");
+  });
+});
+
+describe("message payload JSON", () => {
+  it("is {text} as canonicalJson writes it, and its text is known unescaped exactly when it is written as it is", () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.string({ minLength: 1 }), fc.string({ unit: "binary", minLength: 1 }), fc.string({ unit: "grapheme", minLength: 1 })),
+        fc.option(fc.constantFrom("t", "thread-1"), { nil: undefined }),
+        (text, thread_id) => {
+          const payload = thread_id === undefined ? { text } : { text, thread_id };
+          const checked = checkPayload("message.user", payload);
+          expect(checked.ok).toBe(true);
+          if (!checked.ok) return;
+          expect(checked.value).toBe(canonicalJson(payload));
+          const unescaped = unescapedMessageText("message.user", payload, checked.value);
+          if (thread_id !== undefined || checked.value !== `{"text":"${text}"}`) expect(unescaped).toBeUndefined();
+          else expect(unescaped).toBe(text);
+          expect(unescapedMessageText("message.member", payload, checked.value)).toBeUndefined();
+        },
+      ),
+    );
+    for (const text of ['a"b', "a\\b", "\u0000", "\u001f", "\ud800", "x\udfff", "😀", "\u2028", "\u007f\u0080 ~"]) {
+      expect(checkPayload("message.user", { text })).toEqual({ ok: true, value: `{"text":${JSON.stringify(text)}}` });
+    }
   });
 });

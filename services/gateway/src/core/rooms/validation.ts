@@ -211,6 +211,17 @@ function checkText(value: unknown, field: string): Checked<string> {
   return ok(value);
 }
 
+/**
+ * A character JSON.stringify escapes (`"`, `\\`, a control character below U+0020, a lone
+ * surrogate), or any surrogate: a text without one is its own JSON string between quotes, and
+ * this test is cheaper than JSON.stringify (every message is checked).
+ */
+const MAY_NEED_ESCAPE = /[^\u0020\u0021\u0023-\u005b\u005d-\ud7ff\ue000-\uffff]/;
+
+function needsEscape(text: string): boolean {
+  return MAY_NEED_ESCAPE.test(text);
+}
+
 /** Canonical JSON of a value that must be a plain object, or a refusal. */
 function canonicalObject(value: unknown, field: string, limitBytes: number): Checked<string> {
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
@@ -326,8 +337,11 @@ export function checkPayload(kind: EventKind, payload: unknown): Checked<string>
   const record = payload as Record<string, unknown>;
   switch (kind) {
     case "message.user": {
-      if (Object.keys(record).some((key) => key !== "text" && key !== "thread_id")) {
-        return no(refusal("invalid_params", "a message payload is exactly {text, thread_id?}", { field: "payload" }));
+      // A plain loop: a closure per send is garbage per send.
+      for (const key in record) {
+        if (key !== "text" && key !== "thread_id" && Object.hasOwn(record, key)) {
+          return no(refusal("invalid_params", "a message payload is exactly {text, thread_id?}", { field: "payload" }));
+        }
       }
       const text = checkText(record.text, "payload.text");
       if (!text.ok) return no(text.refusal);
@@ -337,10 +351,9 @@ export function checkPayload(kind: EventKind, payload: unknown): Checked<string>
       }
       // The exact canonical form of {text, thread_id?} ("text" sorts before "thread_id"), without the
       // generic walker: this is every client send. Bounded by the text limit, far below the payload one.
+      const quoted = needsEscape(text.value) ? JSON.stringify(text.value) : `"${text.value}"`;
       const json =
-        record.thread_id === undefined
-          ? `{"text":${JSON.stringify(text.value)}}`
-          : `{"text":${JSON.stringify(text.value)},"thread_id":${JSON.stringify(record.thread_id)}}`;
+        record.thread_id === undefined ? `{"text":${quoted}}` : `{"text":${quoted},"thread_id":${JSON.stringify(record.thread_id)}}`;
       // Escaping can grow a 64 KiB text past the payload limit (control characters take 6 bytes).
       if (json.length * 3 > MAX_PAYLOAD_BYTES && utf8Bytes(json) > MAX_PAYLOAD_BYTES)
         return canonicalObject(record, "payload", MAX_PAYLOAD_BYTES);
@@ -372,6 +385,19 @@ export function checkPayload(kind: EventKind, payload: unknown): Checked<string>
       break;
   }
   return canonicalObject(record, "payload", MAX_PAYLOAD_BYTES);
+}
+
+/**
+ * The text of a payload whose JSON (as checkPayload returned it) is exactly `{"text":"<text>"}`:
+ * a message without thread whose text needed no escape (the usual message); undefined otherwise.
+ * checkPayload writes a message payload as `{"text":` + JSON.stringify(text) + `}`, and
+ * JSON.stringify only makes a string longer when it escapes something, so a JSON of the unescaped
+ * length holds the text as it is.
+ */
+export function unescapedMessageText(kind: EventKind, payload: Record<string, unknown>, payloadJson: string): string | undefined {
+  if (kind !== "message.user" || payload.thread_id !== undefined) return undefined;
+  const { text } = payload;
+  return typeof text === "string" && payloadJson.length === text.length + 11 ? text : undefined;
 }
 
 /** `groups.send` params as a client sends them (validated at the adapter edge). */
