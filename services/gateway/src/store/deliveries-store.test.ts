@@ -170,6 +170,15 @@ describe("delivery tables in the identity registry", () => {
     expect(rekeyProfileState(db, "bob", "robert")).toEqual({});
   });
 
+  it("the sender's Bot Chat key is read as stored now: after a rename, the new name's (what a notification is written to)", () => {
+    const row = outbox("bob", local("carol"));
+    store.insertOutbox(row);
+    expect(store.senderSessionKey(row.delivery_id)).toBe("agent:bob:bot:dm:bot-chat");
+    rekeyProfileState(db, "bob", "robert");
+    expect(store.senderSessionKey(row.delivery_id)).toBe("agent:robert:bot:dm:bot-chat");
+    expect(store.senderSessionKey("dlv_unknown")).toBeUndefined();
+  });
+
   it("a delete purges what the profile sent and received, and keeps the receipts of the bots that wrote to it", () => {
     store.insertOutbox(outbox("bob", local("carol")));
     const toBob = outbox("alice", local("bob"));

@@ -164,6 +164,7 @@ export class DeliveriesStore {
            @message, @fingerprint, @created_at, @ttl_seconds, @state, @reason, @error, @attempts, @settled_at, @reply, @compact, @updated_at, NULL)`,
       ),
       getOutbox: db.prepare("SELECT * FROM delivery_outbox WHERE delivery_id = ?"),
+      senderSessionKey: db.prepare("SELECT sender_session_key FROM delivery_outbox WHERE delivery_id = ?").pluck(),
       updateOutbox: db.prepare(
         `UPDATE delivery_outbox SET state = @state, reason = @reason, error = @error, attempts = @attempts, settled_at = @settled_at,
            reply = @reply, compact = @compact, updated_at = @updated_at WHERE delivery_id = @delivery_id`,
@@ -204,6 +205,11 @@ export class DeliveriesStore {
   outbox(deliveryId: string): OutboxRow | undefined {
     const r = this.stmts["getOutbox"]!.get(deliveryId) as RawOutbox | undefined;
     return r && toOutbox(r);
+  }
+
+  /** The sender's Bot Chat key as stored now (a rename of the sender rekeys it). */
+  senderSessionKey(deliveryId: string): string | undefined {
+    return this.stmts["senderSessionKey"]!.get(deliveryId) as string | undefined;
   }
 
   /** Stores the receipt fields of an outbox record (the state machine's result). */

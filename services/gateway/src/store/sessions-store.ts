@@ -33,13 +33,24 @@ interface RawSession extends Omit<SessionRow, "origin" | "session_key"> {
 const SELECT_SESSIONS = `SELECT s.session_id, p.name AS profile_name, s.chat_key, s.title, s.kind, s.origin_json, s.model_override,
     s.provider_override, s.created_at, s.updated_at
   FROM session_records s JOIN profiles p ON p.id = s.profile_id`;
+// Whole statements as constants: the statement cache is keyed by the SQL text, so a text built per call is hashed per call.
+const SESSION_BY_KEY = `${SELECT_SESSIONS} WHERE p.name = ? AND s.chat_key = ?`;
+const SESSION_BY_ID = `${SELECT_SESSIONS} WHERE s.session_id = ?`;
+const SESSIONS_OF_PROFILE = `${SELECT_SESSIONS} WHERE p.name = ? ORDER BY s.created_at`;
 
 /** The row as callers know it: the key and origin carry the profile's current name. */
-const toSession = (r: RawSession): SessionRow => {
-  const { chat_key, origin_json, ...rest } = r;
-  const origin = originOf(r.profile_name, JSON.parse(origin_json) as StoredOrigin);
-  return { ...rest, session_key: profileKeyPrefix(r.profile_name) + chat_key, origin };
-};
+const toSession = (r: RawSession): SessionRow => ({
+  session_id: r.session_id,
+  profile_name: r.profile_name,
+  title: r.title,
+  kind: r.kind,
+  model_override: r.model_override,
+  provider_override: r.provider_override,
+  created_at: r.created_at,
+  updated_at: r.updated_at,
+  session_key: profileKeyPrefix(r.profile_name) + r.chat_key,
+  origin: originOf(r.profile_name, JSON.parse(r.origin_json) as StoredOrigin),
+});
 
 /**
  * Sessions by id and by key. The table keeps the profile as its id and the key without its
@@ -82,19 +93,17 @@ export class SessionsStore {
   byKey(sessionKey: string): SessionRow | undefined {
     const key = splitProfileKey(sessionKey);
     if (!key) return undefined;
-    const r = statement(this.db, `${SELECT_SESSIONS} WHERE p.name = ? AND s.chat_key = ?`).get(key.profile, key.chatKey) as
-      | RawSession
-      | undefined;
+    const r = statement(this.db, SESSION_BY_KEY).get(key.profile, key.chatKey) as RawSession | undefined;
     return r && toSession(r);
   }
 
   byId(sessionId: string): SessionRow | undefined {
-    const r = statement(this.db, `${SELECT_SESSIONS} WHERE s.session_id = ?`).get(sessionId) as RawSession | undefined;
+    const r = statement(this.db, SESSION_BY_ID).get(sessionId) as RawSession | undefined;
     return r && toSession(r);
   }
 
   listByProfile(profile: string): SessionRow[] {
-    return (statement(this.db, `${SELECT_SESSIONS} WHERE p.name = ? ORDER BY s.created_at`).all(profile) as RawSession[]).map(toSession);
+    return (statement(this.db, SESSIONS_OF_PROFILE).all(profile) as RawSession[]).map(toSession);
   }
 
   touch(sessionId: string, at: string): void {

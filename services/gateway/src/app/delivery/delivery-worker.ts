@@ -182,9 +182,8 @@ export class DeliveryWorker {
    */
   private notify(row: OutboxRow, recovering: boolean): void {
     const { deliveries, sessions, chat } = this.deps;
-    // The row as stored now: a rename since its end rekeyed the sender's Bot Chat.
-    const current = deliveries.store.outbox(row.delivery_id) ?? row;
-    const session = sessions.store.byKey(current.sender_session_key);
+    // The key as stored now: a rename since the delivery's end rekeyed the sender's Bot Chat.
+    const session = sessions.store.byKey(deliveries.store.senderSessionKey(row.delivery_id) ?? row.sender_session_key);
     if (completionFor(row) === undefined || !session) {
       deliveries.report({ side: "outbox", event: { kind: "notified", id: row.delivery_id } });
       return;

@@ -103,17 +103,19 @@ function trimEnd(s: string): string {
   return s.trim().replace(/[.!?]+$/u, "");
 }
 
-/** "ask @bob to …", "tell bob: …", "tell bob that …", "message bob …", "send bob a message: …". */
+/** "ask @bob to …", "tell bob: …", "tell bob that …", "message bob …", "send bob a message: …" (no `g` flag: `exec` keeps no state). */
+const DELEGATIONS: readonly [RegExp, (target: string, rest: string) => string][] = [
+  [new RegExp(String.raw`\bask\s+${TARGET}\s+to\s+([\s\S]+)`, "i"), (_t, rest) => `Could you ${trimEnd(rest)}?`],
+  [new RegExp(String.raw`\bask\s+${TARGET}\s*[:,]\s*([\s\S]+)`, "i"), (_t, rest) => rest.trim()],
+  [new RegExp(String.raw`\btell\s+${TARGET}\s*(?::|,|\bthat\b)\s*([\s\S]+)`, "i"), (_t, rest) => rest.trim()],
+  [new RegExp(String.raw`\bsend\s+${TARGET}\s+(?:a\s+)?message\s*[:,]?\s*([\s\S]+)`, "i"), (_t, rest) => rest.trim()],
+  [new RegExp(String.raw`\bmessage\s+${TARGET}\s*[:,]?\s+([\s\S]+)`, "i"), (_t, rest) => rest.trim()],
+];
+
+/** The teammate and message a request to reach one names, if it names one. */
 export function findDelegation(body: string, persona: Persona): Delegation | undefined {
-  const patterns: [RegExp, (target: string, rest: string) => string][] = [
-    [new RegExp(String.raw`\bask\s+${TARGET}\s+to\s+([\s\S]+)`, "i"), (_t, rest) => `Could you ${trimEnd(rest)}?`],
-    [new RegExp(String.raw`\bask\s+${TARGET}\s*[:,]\s*([\s\S]+)`, "i"), (_t, rest) => rest.trim()],
-    [new RegExp(String.raw`\btell\s+${TARGET}\s*(?::|,|\bthat\b)\s*([\s\S]+)`, "i"), (_t, rest) => rest.trim()],
-    [new RegExp(String.raw`\bsend\s+${TARGET}\s+(?:a\s+)?message\s*[:,]?\s*([\s\S]+)`, "i"), (_t, rest) => rest.trim()],
-    [new RegExp(String.raw`\bmessage\s+${TARGET}\s*[:,]?\s+([\s\S]+)`, "i"), (_t, rest) => rest.trim()],
-  ];
   const self = persona.handle.toLowerCase();
-  for (const [pattern, compose] of patterns) {
+  for (const [pattern, compose] of DELEGATIONS) {
     const m = pattern.exec(body);
     if (!m) continue;
     const target = m[1]!;
@@ -128,22 +130,29 @@ function previousUserMessages(messages: readonly ChatMessage[]): string[] {
   return messages.filter((m) => m.role === "user").map((m) => unwrap(m.content).body);
 }
 
-/** Simple questions about the conversation so far, answered from the transcript. */
+/**
+ * Simple questions about the conversation so far, answered from the transcript. The earlier user
+ * messages are unwrapped only for a question that needs them (a long chat has many).
+ */
 function answerFromTranscript(body: string, messages: readonly ChatMessage[]): string | undefined {
-  const earlier = previousUserMessages(messages).slice(0, -1);
+  let unwrapped: string[] | undefined;
+  const earlierMessages = () => {
+    unwrapped ??= previousUserMessages(messages).slice(0, -1);
+    return unwrapped;
+  };
   if (/\b(what did i (just )?say|what was my (last|previous) message|repeat (that|my last message))\b/i.test(body)) {
-    const prev = earlier.at(-1);
+    const prev = earlierMessages().at(-1);
     return prev === undefined ? "This is the first thing you've said to me in this chat." : `You said: "${quote(prev)}".`;
   }
   if (/\bwhat(?:'s| is) my name\b/i.test(body)) {
-    for (const m of [...earlier].reverse()) {
+    for (const m of [...earlierMessages()].reverse()) {
       const name = /\b(?:my name is|call me)\s+([\p{L}\p{N}_'-]+)/iu.exec(m);
       if (name) return `Your name is ${name[1]}.`;
     }
     return "You haven't told me your name yet.";
   }
   if (/\bwhat did i ask you to remember\b/i.test(body)) {
-    for (const m of [...earlier].reverse()) {
+    for (const m of [...earlierMessages()].reverse()) {
       const note = /\bremember(?: that)?\s+([\s\S]+)/i.exec(m);
       if (note) return `You asked me to remember: "${quote(trimEnd(note[1]!))}".`;
     }
@@ -152,7 +161,7 @@ function answerFromTranscript(body: string, messages: readonly ChatMessage[]): s
   const remember = /^\s*(?:please\s+)?remember(?: that)?\s+([\s\S]+)/i.exec(body);
   if (remember) return `Noted: "${quote(trimEnd(remember[1]!))}".`;
   if (/\bhow many messages\b/i.test(body)) {
-    const n = earlier.length + 1;
+    const n = earlierMessages().length + 1;
     return `You've sent me ${n} message${n === 1 ? "" : "s"} in this chat.`;
   }
   const said = /\bwhat did @?([A-Za-z0-9][A-Za-z0-9._-]*) (?:say|reply|answer|write)\b/i.exec(body);
