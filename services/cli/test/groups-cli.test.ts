@@ -67,6 +67,11 @@ describe("hermes groups", () => {
     expect(empty.code).toBe(2);
     expect(empty.stderr).toMatch(/the message is empty; give the text to send/);
     expect(empty.stderr).not.toMatch(/payload/);
+    // So is one that is too long (counted in UTF-8 bytes: 40,000 "é" are 80,000).
+    const long = await onA(["groups", "send", "demo", "é".repeat(40_000)]);
+    expect(long.code).toBe(2);
+    expect(long.stderr).toMatch(/the message is 80000 bytes of UTF-8; a room message holds at most 65536 \(64 KiB\)\. Split it/);
+    expect(long.stderr).not.toMatch(/payload/);
     const unreachable = await onB(["groups", "replicate", "demo", "--from", "grpc://127.0.0.1:1", "--from-key", TEST_KEY]);
     expect(unreachable.code).toBe(1);
     const missing = await onB(["groups", "state", "nope"]);

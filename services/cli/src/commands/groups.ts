@@ -170,6 +170,17 @@ function wholeNumber(value: string | undefined, flag: string, min = 0): number |
   return n;
 }
 
+/** The gateway's refusal of an oversized text names the API field; on the command line it is the message. */
+function messageTooLong(err: unknown): unknown {
+  if (!(err instanceof HermesError) || err.reason !== "payload_too_large" || err.data.field !== "payload.text") return err;
+  const { actual, limit } = err.data;
+  return new HermesError(
+    "payload_too_large",
+    `the message is ${String(actual)} bytes of UTF-8; a room message holds at most ${String(limit)} (64 KiB). Split it into several messages.`,
+    { data: err.data },
+  );
+}
+
 function newEventId(): string {
   return `cli-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
 }
@@ -269,12 +280,16 @@ export function registerGroupsCommands(program: Command, run: CommandRunner): vo
           );
         }
         const c = rooms(ctx);
-        const r = await ctx.call(c, c.send, {
-          room_id: roomId,
-          event_id: o.eventId ?? newEventId(),
-          payload: { text, ...(o.thread ? { thread_id: o.thread } : {}) },
-          expected_latest_seq: wholeNumber(o.expectSeq, "--expect-seq"),
-        });
+        const r = await ctx
+          .call(c, c.send, {
+            room_id: roomId,
+            event_id: o.eventId ?? newEventId(),
+            payload: { text, ...(o.thread ? { thread_id: o.thread } : {}) },
+            expected_latest_seq: wholeNumber(o.expectSeq, "--expect-seq"),
+          })
+          .catch((err: unknown) => {
+            throw messageTooLong(err);
+          });
         emit(ctx.json, { event: eventJson(r.event!), accepted: r.accepted, idempotent: r.idempotent }, () =>
           r.idempotent
             ? `already sent: seq ${r.event!.seq} (event ${r.event!.event_id})`
