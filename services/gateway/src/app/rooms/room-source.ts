@@ -91,7 +91,8 @@ export class PageQueue implements AsyncIterable<LogPage>, AsyncIterator<LogPage>
   /** At most this many events in a joined page (set by joinWaitingPages; 0: no joining). */
   maxEvents = 0;
 
-  constructor(private readonly flow: { pause(): void; resume(): void; cancel(): void } = { pause() {}, resume() {}, cancel() {} }) {}
+  /** `flow`: how the queue tells its transport to pause, resume, or stop (cancel) sending. */
+  constructor(private readonly flow: { pause(): void; resume(): void; cancel(): void }) {}
 
   push(page: LogPage): void {
     if (this.end !== null) return;
