@@ -135,7 +135,7 @@ function roomServices(f: Foundation, p: ProfileServices, chat: ChatService, rela
     metrics: log.metrics,
     logger,
     now: () => isoTime(f.clock.now()),
-    applied: (roomId, rewritten) => log.changes.notify(roomId, rewritten),
+    applied: (roomId, rewritten, appended) => log.changes.notify(roomId, rewritten, appended),
     observe: (roomId, authority) => log.observe(roomId, authority),
     pageLimit: f.settings.rooms.replicationPageLimit,
     maxBackoffMs: f.settings.rooms.followMaxBackoffMs,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { LogPage, PrevPointer, RoomEvent } from "../../core/rooms/index.js";
+import type { LogPage, PrevPointer, RoomEvent, RoomState } from "../../core/rooms/index.js";
 import { type AnyPage, type PageSink, RoomChanges, TailSubscription } from "./live-tail.js";
 
 const ROOM = "room-1";
@@ -109,5 +109,35 @@ describe("TailSubscription", () => {
     await settle();
     expect(log.prevsGiven.at(-1)).toEqual({ seq: 3, epoch: 1, hash: "h3" });
     sub.close();
+  });
+});
+
+describe("RoomChanges.appendedAfter", () => {
+  const state = (lastSeq: number) => ({ room_id: ROOM, last_seq: lastSeq }) as unknown as RoomState;
+
+  it("hands the listeners of a commit its events after their cursor, and nothing outside the notification", () => {
+    const changes = new RoomChanges();
+    const stored = state(5);
+    const seen: (readonly RoomEvent[] | null)[] = [];
+    changes.on(ROOM, () => {
+      seen.push(changes.appendedAfter(ROOM, stored, 3));
+      seen.push(changes.appendedAfter(ROOM, stored, 1)); // event 2 is not in the commit: read the store
+      seen.push(changes.appendedAfter(ROOM, state(5), 3)); // another stored state: read the store
+      seen.push(changes.appendedAfter("room-2", stored, 3));
+    });
+    changes.notify(ROOM, false, { state: stored, events: [event(3), event(4), event(5)] });
+    expect(seen.map((events) => events?.map((e) => e.seq) ?? null)).toEqual([[4, 5], null, null, null]);
+    expect(changes.appendedAfter(ROOM, stored, 3)).toBeNull();
+  });
+
+  it("gives nothing for a commit that rewrote stored events, or whose events do not reach the room's last seq", () => {
+    const changes = new RoomChanges();
+    const seen: (readonly RoomEvent[] | null)[] = [];
+    let stored = state(5);
+    changes.on(ROOM, () => seen.push(changes.appendedAfter(ROOM, stored, 3)));
+    changes.notify(ROOM, true, { state: stored, events: [event(4), event(5)] });
+    stored = state(6);
+    changes.notify(ROOM, false, { state: stored, events: [event(4), event(5)] });
+    expect(seen).toEqual([null, null]);
   });
 });

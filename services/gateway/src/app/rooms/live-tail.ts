@@ -1,5 +1,5 @@
 import { type HermesError, toHermesError } from "@hermes/common";
-import { decodeRun, type LogPage, type PackedLogPage, type PrevPointer } from "../../core/rooms/index.js";
+import { decodeRun, type LogPage, type PackedLogPage, type PrevPointer, type RoomEvent, type RoomState } from "../../core/rooms/index.js";
 
 /** A page of either encoding. */
 export type AnyPage = LogPage | PackedLogPage;
@@ -20,11 +20,19 @@ function lastEvent(page: AnyPage): PrevPointer | null {
   return last === undefined ? null : { seq: last.seq, epoch: last.epoch, hash: last.hash };
 }
 
+/** Events a commit has just stored after the room's earlier ones, and the room state it stored with them. */
+export interface AppendedEvents {
+  state: RoomState;
+  events: readonly RoomEvent[];
+}
+
 /** Who wants to hear that a room's log or authority changed on this gateway. */
 export class RoomChanges {
   private readonly listeners = new Map<string, Set<() => void>>();
   /** Per room, how often stored events were replaced (a replica's divergence): events seen before may be gone. */
   private readonly rewrites = new Map<string, number>();
+  /** What the commit being notified stored, while its listeners run (and only then: nothing is kept). */
+  private appending: (AppendedEvents & { roomId: string }) | null = null;
 
   on(roomId: string, listener: () => void): () => void {
     let set = this.listeners.get(roomId);
@@ -39,11 +47,34 @@ export class RoomChanges {
     };
   }
 
-  /** `rewritten`: events already stored were replaced (not only appended to), so what a reader kept of them is stale. */
-  notify(roomId: string, rewritten = false): void {
+  /**
+   * `rewritten`: events already stored were replaced (not only appended to), so what a reader kept
+   * of them is stale. `appended`: the events the commit stored, which listeners that read the log
+   * right away get from `appendedAfter` instead of the store.
+   */
+  notify(roomId: string, rewritten = false, appended?: AppendedEvents): void {
     if (rewritten) this.rewrites.set(roomId, (this.rewrites.get(roomId) ?? 0) + 1);
     const set = this.listeners.get(roomId);
-    if (set) for (const listener of [...set]) listener();
+    if (!set) return;
+    this.appending = appended && !rewritten ? { roomId, ...appended } : null;
+    try {
+      for (const listener of [...set]) listener();
+    } finally {
+      this.appending = null;
+    }
+  }
+
+  /**
+   * While a commit is notified: its events after seq `since`, when they are exactly what the store
+   * holds there (every one through the room's last_seq, under the same stored state), else null.
+   */
+  appendedAfter(roomId: string, state: RoomState, since: number): readonly RoomEvent[] | null {
+    const appending = this.appending;
+    if (appending === null || appending.roomId !== roomId || appending.state !== state) return null;
+    const { events } = appending;
+    const first = events[0];
+    if (first === undefined || first.seq > since + 1 || events.at(-1)!.seq !== state.last_seq) return null;
+    return since < first.seq ? events : events.slice(since - first.seq + 1);
   }
 
   /** Changes whenever stored events of the room are replaced: a reader's copy of them is valid while this stays. */

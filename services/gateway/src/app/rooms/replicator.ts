@@ -21,6 +21,7 @@ import {
 } from "../../core/rooms/index.js";
 import type { RoomsStore } from "../../store/rooms-store.js";
 import { Events } from "../events.js";
+import type { AppendedEvents } from "./live-tail.js";
 import {
   describeSpec,
   joinWaitingPages,
@@ -63,8 +64,11 @@ export interface ReplicatorDeps {
   metrics: RoomsMetrics;
   logger: Logger;
   now: () => string;
-  /** After events were applied (live tail of this gateway's own subscribers); `rewritten`: stored events were replaced (a divergence). */
-  applied(roomId: string, rewritten: boolean): void;
+  /**
+   * After events were applied (live tail of this gateway's own subscribers); `rewritten`: stored
+   * events were replaced (a divergence); `appended`: the events a plain apply stored, and its state.
+   */
+  applied(roomId: string, rewritten: boolean, appended?: AppendedEvents): void;
   /** Self-fencing on an authority learned from a source's answer. */
   observe(roomId: string, authority: Authority): void;
   pageLimit?: number;
@@ -142,7 +146,8 @@ export class Replicator {
     const { metrics } = this.deps;
     if (decision.kind === "apply" || decision.kind === "diverged") {
       metrics.replicated.inc(decision.events.length);
-      this.deps.applied(roomId, decision.kind === "diverged");
+      if (decision.kind === "apply") this.deps.applied(roomId, false, { state: decision.state, events: decision.events });
+      else this.deps.applied(roomId, true);
     }
     if (decision.kind === "diverged" && decision.divergence.markers_only) {
       // A handover marker of an earlier version's demote: a clean move, not a split brain.

@@ -1,7 +1,7 @@
 import { HermesError } from "@hermes/common";
 import { describe, expect, it } from "vitest";
 import { encodeTuples, type LogPage, type RoomEvent } from "../../core/rooms/index.js";
-import { joinWaitingPages } from "./room-source.js";
+import { joinWaitingPages, PageQueue } from "./room-source.js";
 
 const ROOM = "room-1";
 
@@ -104,5 +104,36 @@ describe("joinWaitingPages", () => {
     await settle();
     expect(seqs((await tail.next()).value as LogPage)).toEqual([1]);
     await expect(tail.next()).rejects.toMatchObject({ reason: "unavailable" });
+  });
+});
+
+describe("PageQueue", () => {
+  it("joins what a transport pushed while the replica was busy, pausing the transport while too much waits", async () => {
+    const flow: string[] = [];
+    const queue = new PageQueue({ pause: () => flow.push("pause"), resume: () => flow.push("resume"), cancel: () => flow.push("cancel") });
+    const tail = joinWaitingPages(queue, 5000);
+    expect(tail).toBe(queue);
+    const first = tail.next();
+    queue.push(page(1, 1));
+    expect(seqs((await first).value as LogPage)).toEqual([1]);
+    for (let seq = 2; seq <= 65; seq++) queue.push(page(seq, seq));
+    expect(flow).toEqual(["pause"]);
+    const joined = (await tail.next()).value as LogPage;
+    expect(seqs(joined)).toEqual(Array.from({ length: 64 }, (_, i) => i + 2));
+    expect(flow).toEqual(["pause", "resume"]);
+    queue.push(page(66, 66));
+    queue.finish(new HermesError("unavailable", "the authority went away"));
+    queue.push(page(67, 67)); // after the end: dropped
+    expect(seqs((await tail.next()).value as LogPage)).toEqual([66]);
+    await expect(tail.next()).rejects.toMatchObject({ reason: "unavailable" });
+  });
+
+  it("cancels the transport when the reader stops", async () => {
+    const flow: string[] = [];
+    const queue = new PageQueue({ pause: () => undefined, resume: () => undefined, cancel: () => flow.push("cancel") });
+    queue.push(page(1, 1));
+    await queue.return();
+    expect(flow).toEqual(["cancel"]);
+    expect((await queue.next()).done).toBe(true);
   });
 });

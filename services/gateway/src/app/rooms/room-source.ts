@@ -72,54 +72,118 @@ function joinPages(a: LogPage, b: LogPage): LogPage {
   };
 }
 
+type QueueEnd = { failed: false } | { failed: true; error: unknown };
+
 /**
- * A live tail as a replica applies it: pages are read from the transport as they arrive, and those
- * that arrived while the previous one was being applied are joined into one (contiguous events of
- * one authority, at most `maxEvents`), so a replica that falls behind commits once for all of them
- * instead of once per authority commit. A page that arrives while the replica waits is handed over
- * at once, alone; the end or failure of the transport is passed on after the pages before it.
+ * The pages of a live tail as a replica applies them, pushed in by the transport as they arrive:
+ * those that arrived while the previous one was being applied are joined into one (contiguous
+ * events of one authority, at most `maxEvents`), so a replica that falls behind commits once for
+ * all of them instead of once per authority commit. A page that arrives while the replica waits is
+ * handed over at once, alone; the end or failure of the transport is passed on after the pages
+ * before it. Above MAX_WAITING_PAGES waiting pages the transport is told to pause (the rest wait
+ * in it), and to resume once the replica took them.
+ */
+export class PageQueue implements AsyncIterable<LogPage>, AsyncIterator<LogPage> {
+  private readonly waiting: LogPage[] = [];
+  private end: QueueEnd | null = null;
+  private arrived: (() => void) | null = null;
+  private paused = false;
+  /** At most this many events in a joined page (set by joinWaitingPages; 0: no joining). */
+  maxEvents = 0;
+
+  /** `flow`: how the queue tells its transport to pause, resume, or stop (cancel) sending. */
+  constructor(private readonly flow: { pause(): void; resume(): void; cancel(): void }) {}
+
+  push(page: LogPage): void {
+    if (this.end !== null) return;
+    this.waiting.push(page);
+    if (this.waiting.length >= MAX_WAITING_PAGES && !this.paused) {
+      this.paused = true;
+      this.flow.pause();
+    }
+    this.wake();
+  }
+
+  /** The transport ended (no error) or failed. */
+  finish(error?: unknown): void {
+    if (this.end !== null) return;
+    this.end = error === undefined ? { failed: false } : { failed: true, error };
+    this.wake();
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  async next(): Promise<IteratorResult<LogPage>> {
+    while (this.waiting.length === 0 && this.end === null) await new Promise<void>((resolve) => (this.arrived = resolve));
+    let page = this.waiting.shift();
+    if (page === undefined) {
+      const end = this.end as QueueEnd | null;
+      if (end?.failed) throw end.error;
+      return { done: true, value: undefined };
+    }
+    while (this.waiting.length > 0 && continues(page, this.waiting[0]!, this.maxEvents)) page = joinPages(page, this.waiting.shift()!);
+    if (this.paused && this.waiting.length < MAX_WAITING_PAGES) {
+      this.paused = false;
+      this.flow.resume();
+    }
+    return { done: false, value: page };
+  }
+
+  /** The reader stops early: the transport is cancelled. */
+  async return(): Promise<IteratorResult<LogPage>> {
+    this.flow.cancel();
+    this.finish();
+    this.waiting.length = 0;
+    return { done: true, value: undefined };
+  }
+
+  private wake(): void {
+    this.arrived?.();
+    this.arrived = null;
+  }
+}
+
+/**
+ * The live tail `pages` as a replica applies them: joined as PageQueue joins them. A transport that
+ * pushes its pages into a PageQueue is read as is; any other iterable is read into one.
  */
 export function joinWaitingPages(pages: AsyncIterable<LogPage>, maxEvents: number): AsyncIterator<LogPage> {
+  if (pages instanceof PageQueue) {
+    pages.maxEvents = maxEvents;
+    return pages;
+  }
   const source = pages[Symbol.asyncIterator]();
-  const waiting: LogPage[] = [];
-  let end: { failed: false } | { failed: true; error: unknown } | null = null;
-  let arrived: (() => void) | null = null;
-  let taken: (() => void) | null = null;
-  const wakeConsumer = () => {
-    arrived?.();
-    arrived = null;
-  };
+  let resumed: (() => void) | null = null;
+  let paused = false;
+  const queue = new PageQueue({
+    pause: () => {
+      paused = true;
+    },
+    resume: () => {
+      paused = false;
+      resumed?.();
+      resumed = null;
+    },
+    cancel: () => void source.return?.(),
+  });
+  queue.maxEvents = maxEvents;
   const readAll = async () => {
     try {
       for (;;) {
-        if (waiting.length >= MAX_WAITING_PAGES) await new Promise<void>((resolve) => (taken = resolve));
+        if (paused) await new Promise<void>((resolve) => (resumed = resolve));
         const next = await source.next();
         if (next.done) break;
-        waiting.push(next.value);
-        wakeConsumer();
+        queue.push(next.value);
       }
-      end = { failed: false };
+      queue.finish();
     } catch (error) {
-      end = { failed: true, error };
+      queue.finish(error);
     }
-    wakeConsumer();
   };
   void readAll();
-  return {
-    async next(): Promise<IteratorResult<LogPage>> {
-      while (waiting.length === 0 && end === null) await new Promise<void>((resolve) => (arrived = resolve));
-      let page = waiting.shift();
-      if (page === undefined) {
-        const ended = end as { failed: false } | { failed: true; error: unknown } | null;
-        if (ended?.failed) throw ended.error;
-        return { done: true, value: undefined };
-      }
-      while (waiting.length > 0 && continues(page, waiting[0]!, maxEvents)) page = joinPages(page, waiting.shift()!);
-      taken?.();
-      taken = null;
-      return { done: false, value: page };
-    },
-  };
+  return queue;
 }
 
 /** `{url, key}` of the authority, or the name of a registered peer (config.yaml `bot_peers`). */
@@ -183,22 +247,37 @@ export class GrpcRoomSource implements RoomSource {
     }
   }
 
-  async *subscribe(request: SourceSubscribeRequest, signal: AbortSignal): AsyncIterable<LogPage> {
+  /** Read with 'data' events straight into a PageQueue: no async iterator over the stream, no generator step per page. */
+  subscribe(request: SourceSubscribeRequest, signal: AbortSignal): AsyncIterable<LogPage> {
     const stream: ClientReadableStream<WireLogPage> = this.client.subscribe(
       { room_id: request.room_id, since_seq: request.since_seq, packed: true, known_authority: request.known },
       this.channel.metadata(),
     );
+    const queue = new PageQueue({ pause: () => stream.pause(), resume: () => stream.resume(), cancel: () => stream.cancel() });
     const onAbort = () => stream.cancel();
-    signal.addEventListener("abort", onAbort, { once: true });
-    try {
-      for await (const page of stream as AsyncIterable<WireLogPage>) yield fromWirePage(page);
-    } catch (err) {
-      if (signal.aborted) return;
-      throw this.channel.error(err);
-    } finally {
+    let finished = false;
+    const finish = (error?: unknown) => {
+      if (finished) return;
+      finished = true;
       signal.removeEventListener("abort", onAbort);
       stream.cancel();
-    }
+      queue.finish(error === undefined || signal.aborted ? undefined : this.channel.error(error));
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    stream.on("data", (wire: WireLogPage) => {
+      let page: LogPage;
+      try {
+        page = fromWirePage(wire);
+      } catch (err) {
+        finish(err);
+        return;
+      }
+      queue.push(page);
+    });
+    stream.on("error", (err: unknown) => finish(err));
+    stream.on("end", () => finish());
+    if (signal.aborted) finish();
+    return queue;
   }
 
   async repost(roomId: string, messages: RepostMessage[]): Promise<{ event: RoomEvent; idempotent: boolean }[]> {

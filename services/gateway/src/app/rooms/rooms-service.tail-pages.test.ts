@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogger, openDatabase } from "@hermes/common";
 import { Registry } from "prom-client";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { GATEWAY_MIGRATIONS } from "../../store/migrations/index.js";
 import type { AnyPage, PageSink } from "./live-tail.js";
 import { Replicator } from "./replicator.js";
@@ -22,23 +22,24 @@ afterEach(() => {
   for (const home of homes.splice(0)) rmSync(home, { recursive: true, force: true });
 });
 
-function service() {
+function service(gatewayId = "gw-a", createRoom = true) {
   const home = mkdtempSync(join(tmpdir(), "hermes-tail-pages-"));
   homes.push(home);
   const db = openDatabase(join(home, "state.db"), { label: "test state.db", migrations: GATEWAY_MIGRATIONS });
   const clock = { now: () => Date.UTC(2026, 0, 1) };
   const logger = createLogger("test", "silent");
-  const log = new RoomLog({ db, gatewayId: "gw-a", clock, logger, registry: new Registry(), maxAppendsPerCommit: 1000 });
+  const log = new RoomLog({ db, gatewayId, clock, logger, registry: new Registry(), maxAppendsPerCommit: 1000 });
   const replicator = new Replicator({
     store: log.store,
     sources: new GrpcRoomSourceFactory({ url: () => undefined, key: () => undefined }),
     metrics: log.metrics,
     logger,
     now: () => new Date(clock.now()).toISOString(),
-    applied: (roomId, rewritten) => log.changes.notify(roomId, rewritten),
+    applied: (roomId, rewritten, appended) => log.changes.notify(roomId, rewritten, appended),
     observe: (roomId, authority) => log.observe(roomId, authority),
   });
-  const rooms = new RoomsService({ log, replicator, gatewayId: "gw-a", clock, logger });
+  const rooms = new RoomsService({ log, replicator, gatewayId, clock, logger });
+  if (!createRoom) return rooms;
   rooms.create({
     room_id: "r",
     name: "R",
@@ -91,5 +92,27 @@ describe("live tails of one room reading after the same seq", () => {
     await new Promise((r) => setImmediate(r));
     expect(ahead.pages.flatMap(seqsOf)).toEqual([3]);
     expect(behind.pages.flatMap(seqsOf)).toEqual([2, 3]);
+  });
+});
+
+describe("a replica's live tail", () => {
+  it("serves its subscribers the events of the page it just applied, not read back from the store, and the same page", async () => {
+    const authority = service();
+    const replica = service("gw-b", false);
+    const pageAfter = (since: number) => authority.log({ room_id: "r", since_seq: since, limit: 100, packed: true });
+    replica.replicator.applyPage("r", pageAfter(0));
+    const sub = tail();
+    replica.subscribe({ room_id: "r", since_seq: 1 }, sub.sink);
+    await new Promise((r) => setImmediate(r));
+    for (let i = 0; i < 4; i++) await authority.send({ room_id: "r", event_id: `m${i}`, payload: { text: `hello ${i}` } });
+    replica.replicator.applyPage("r", pageAfter(1)); // 2..5 (the tail reads the event at its cursor once)
+    await new Promise((r) => setImmediate(r));
+    for (let i = 4; i < 6; i++) await authority.send({ room_id: "r", event_id: `m${i}`, payload: { text: `hello ${i}` } });
+    const storeReads = vi.spyOn(replica.store, "events");
+    replica.replicator.applyPage("r", pageAfter(5)); // 6..7
+    expect(storeReads).not.toHaveBeenCalled();
+    storeReads.mockRestore();
+    expect(sub.pages.flatMap(seqsOf)).toEqual([2, 3, 4, 5, 6, 7]);
+    expect(sub.pages.at(-1)).toEqual(replica.log({ room_id: "r", since_seq: 5 }));
   });
 });

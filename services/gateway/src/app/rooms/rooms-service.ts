@@ -355,6 +355,13 @@ export class RoomsService {
     return buildLogPage(state, read, prev, this.store.events(roomId, read.since_seq, read.limit));
   }
 
+  /** A live tail's page of event objects: the events a commit is notifying are taken as they are, not read back. */
+  private tailEvents(params: LogParams, knownPrev: PrevPointer | null): LogPage {
+    const { roomId, state, read, prev } = this.planRead(params, knownPrev);
+    const events = this.changes.appendedAfter(roomId, state, read.since_seq) ?? this.store.events(roomId, read.since_seq, read.limit);
+    return buildLogPage(state, read, prev, events);
+  }
+
   /** A replication page: the same page with events read and sent as packed tuples (no row objects). */
   logPacked(params: LogParams, knownPrev: PrevPointer | null = null): PackedLogPage {
     const { roomId, state, read, prev } = this.planRead({ ...params, packed: true }, knownPrev);
@@ -397,7 +404,7 @@ export class RoomsService {
       (from, prev) =>
         params.tuples
           ? this.tailPage(roomId, from, limit, prev)
-          : this.log({ room_id: roomId, since_seq: from, limit, packed: params.packed }, prev),
+          : this.tailEvents({ room_id: roomId, since_seq: from, limit, packed: params.packed }, prev),
       {
         send: (page) => sink.send(page),
         drained: () => sink.drained(),
