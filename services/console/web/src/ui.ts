@@ -57,5 +57,7 @@ export function every(ms: number, fn: () => Promise<void>, onError: (err: unknow
 }
 
 export function newEventId(): string {
-  return `console-${crypto.randomUUID()}`;
+  // Time first, then randomness: ids that grow with time keep the room's id index appending at its
+  // end (random ids cost several times more per event in a large room), and stay unique.
+  return `console-${Date.now().toString(36)}-${crypto.randomUUID()}`;
 }
