@@ -1,16 +1,21 @@
 import { fsync, readlinkSync } from "node:fs";
 import { join } from "node:path";
+import { credentials } from "@grpc/grpc-js";
+import { authMetadata, fromServiceError } from "@hermes/common";
+import { type MemberTurnReply, RoomMemberServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventually } from "../../../test/support/eventually.js";
 import type { SyncFile } from "../src/store/gateway-store.js";
-import { botChat, createBot } from "./support/delivery-fixtures.js";
-import { startTestGateway, type TestGateway } from "./support/gateway-harness.js";
+import { botChat, createBot, transcript } from "./support/delivery-fixtures.js";
+import { memberTurnRequest } from "./support/discussion-fixtures.js";
+import { startTestGateway, TEST_KEY, type TestGateway } from "./support/gateway-harness.js";
 
 /**
  * A transcript write is reported only after the fsync of its profile database's -wal file: with
  * that fsync held, a chat turn does not answer, a delivery does not settle in state.db, and a
- * completion notification is not recorded as written — until it is let go.
+ * completion notification is not recorded as written, a room member turn does not answer — until
+ * it is let go.
  */
 
 /** The fsyncs of profile -wal files the gateway asked for and that are not let go yet. */
@@ -91,5 +96,24 @@ describe("transcript durability", () => {
     expect(outbox(ack.delivery_id).notified_at).toBeNull();
     note.release();
     await eventually(() => expect(outbox(ack.delivery_id).notified_at).not.toBeNull());
+  });
+
+  it("answers a room member turn only once the member's messages are on disk", async () => {
+    const bob = { member_id: "bob", profile: "bob" };
+    const request = memberTurnRequest({ member: bob, members: [{ member_id: "alice", profile: "alice" }, bob] });
+    const client = new RoomMemberServiceClient(t.gateway.grpcAddress, credentials.createInsecure());
+    const reply = new Promise<MemberTurnReply>((resolve, reject) => {
+      client.runMemberTurn(request, authMetadata(TEST_KEY), (err, answer) => {
+        client.close();
+        if (err) reject(fromServiceError(err));
+        else resolve(answer);
+      });
+    });
+    const sync = await heldFor("bob");
+    expect(await stillPending(reply)).toBe(true);
+    sync.release();
+    const answer = await reply;
+    expect(answer).toMatchObject({ turn_id: request.turn_id });
+    expect(transcript(t, "bob", answer.session_id).map((m) => m.role)).toEqual(["user", "assistant"]);
   });
 });
