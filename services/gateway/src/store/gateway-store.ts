@@ -94,7 +94,7 @@ class WalSync {
   }
 
   private failed(err: unknown): void {
-    this.failure ??= databaseError(err, this.label, `${this.path} (syncing its -wal file)`);
+    this.failure ??= databaseError(err, `${this.label} (the fsync of its -wal file)`, this.path);
   }
 
   private settle(batch: readonly { resolve: () => void; reject: (err: HermesError) => void }[]): void {
