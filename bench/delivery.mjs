@@ -6,8 +6,8 @@
 // Two scenarios, each on a fresh HERMES_HOME with a real Gateway (the BUILT packages, like the
 // `hermes` binary) and N bots:
 //   local   every bot on the embedded deterministic `local` provider: everything measured is our own
-//           overhead (outbox + ingress rows, claim, turn, transcript, settle, notification; SQLite
-//           synchronous=FULL, so every commit is fsynced)
+//           overhead (outbox + ingress rows, claim, turn, transcript, settle, notification; every
+//           commit fsynced before anything reports it)
 //   openai  every bot on an OpenAI-compatible HTTP server in this process (answers at once, or after
 //           --model-ms): the same path plus real HTTP to a provider; the provider's share is timed
 //           around fetch, so our share of the latency is visible
@@ -16,10 +16,13 @@
 //   latency     S deliveries one after another (no queueing): enqueue → settled, p50/p99, and for
 //               `openai` the same minus the time spent in the provider call
 //   CPU         process CPU time per delivery in both phases: our compute cost, independent of how
-//               long the disk takes to fsync (which dominates the wall-clock figures on a busy VM)
-//   commits     SQLite commits that wrote something (each an fsync at synchronous=FULL) per delivery
-//               in both phases, counted on every database file of the process (state.db and the
-//               profiles' transcripts; bench/lib/commit-counter.mjs)
+//               long the disk takes to fsync (which dominates the wall-clock figures on a busy VM);
+//               and the event loop's busy time per delivery (an fsync on the thread pool is not in it)
+//   commits     SQLite commits that wrote something per delivery in both phases, counted on every
+//               database file of the process (state.db and the profiles' transcripts;
+//               bench/lib/commit-counter.mjs); state.db's are fsynced (synchronous=FULL), the profile
+//               transcripts' (NORMAL) are made durable by fsyncs of their -wal files off the event
+//               loop, counted too (`wal fsyncs`; concurrent commits to one file share one)
 // The machine's fsync cost is measured in the same run (the ratio shows how many commits' worth of
 // time one delivery costs), and the load average is printed before and after.
 //
@@ -29,9 +32,9 @@
 // measures (default: this one).
 
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import fs, { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
-import { createRequire } from "node:module";
+import { createRequire, syncBuiltinESMExports } from "node:module";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -74,6 +77,15 @@ const MESSAGES = int("messages", 1);
 const SAMPLES = int("samples", 1);
 const MODEL_MS = int("model-ms", 0);
 
+// The asynchronous fsyncs (the transcripts' -wal files), counted from before the gateway is loaded.
+let walSyncs = 0;
+const realFsync = fs.fsync;
+fs.fsync = (...args) => {
+  walSyncs++;
+  return realFsync(...args);
+};
+syncBuiltinESMExports();
+
 let gatewayModule;
 let commonModule;
 try {
@@ -85,11 +97,20 @@ try {
 }
 const { Gateway } = gatewayModule;
 const commits = installCommitCounter(Database);
-/** Commits per delivery since `reset()`: all files, and the gateway's state.db alone. */
+function resetCounts() {
+  commits.reset();
+  walSyncs = 0;
+}
+/** Commits per delivery since `resetCounts()`: all files, the gateway's state.db alone, and the -wal fsyncs. */
 function commitsPer(deliveries, home) {
   const byFile = commits.byFile();
   const main = byFile.get(join(home, "state.db")) ?? 0;
-  return { all: commits.total() / deliveries, state_db: main / deliveries, transcripts: (commits.total() - main) / deliveries };
+  return {
+    all: commits.total() / deliveries,
+    state_db: main / deliveries,
+    transcripts: (commits.total() - main) / deliveries,
+    wal_fsyncs: walSyncs / deliveries,
+  };
 }
 const { createLogger } = commonModule;
 
@@ -209,8 +230,9 @@ async function scenario(name, provider) {
     await allNotified();
 
     // Throughput: everything enqueued at once.
-    commits.reset();
+    resetCounts();
     const cpu0 = process.cpuUsage();
+    const loop0 = performance.eventLoopUtilization();
     const t0 = performance.now();
     const waits = [];
     for (let i = 0; i < MESSAGES; i++) {
@@ -222,6 +244,7 @@ async function scenario(name, provider) {
     const throughputMs = performance.now() - t0;
     await allNotified();
     const cpu1 = process.cpuUsage(cpu0);
+    const loop1 = performance.eventLoopUtilization(loop0);
     const throughputCommits = commitsPer(MESSAGES, home);
     const settled = receipts.filter((r) => r.state === "settled").length;
 
@@ -229,8 +252,9 @@ async function scenario(name, provider) {
     const e2e = [];
     const own = [];
     const enqueue = [];
-    commits.reset();
+    resetCounts();
     const cpu2 = process.cpuUsage();
+    const loop2 = performance.eventLoopUtilization();
     for (let i = 0; i < SAMPLES; i++) {
       const [from, to] = pair(i + 7);
       fetchMs = 0;
@@ -245,6 +269,7 @@ async function scenario(name, provider) {
     }
     await allNotified();
     const cpu3 = process.cpuUsage(cpu2);
+    const loop3 = performance.eventLoopUtilization(loop2);
     const latencyCommits = commitsPer(SAMPLES, home);
     state.close();
     await gateway.stop();
@@ -263,6 +288,8 @@ async function scenario(name, provider) {
         // CPU of this process per delivery (user + system; time blocked in fsync is not CPU).
         cpu_ms_per_delivery: (cpu1.user + cpu1.system) / 1000 / MESSAGES,
         cpu_user_ms_per_delivery: cpu1.user / 1000 / MESSAGES,
+        // Time the event loop was busy per delivery (blocking fsyncs included, the thread pool's not).
+        loop_ms_per_delivery: loop1.active / MESSAGES,
         commits_per_delivery: throughputCommits,
       },
       latency: {
@@ -275,6 +302,7 @@ async function scenario(name, provider) {
         own_p99_ms: percentile(sown, 99),
         cpu_ms_per_delivery: (cpu3.user + cpu3.system) / 1000 / SAMPLES,
         cpu_user_ms_per_delivery: cpu3.user / 1000 / SAMPLES,
+        loop_ms_per_delivery: loop3.active / SAMPLES,
         commits_per_delivery: latencyCommits,
       },
     };
@@ -338,8 +366,13 @@ for (const r of results) {
     `  CPU per delivery (this process, user + system): ${ms(r.throughput.cpu_ms_per_delivery)} under load (user ${ms(r.throughput.cpu_user_ms_per_delivery)}), ${ms(l.cpu_ms_per_delivery)} one at a time (user ${ms(l.cpu_user_ms_per_delivery)})` +
       (r.scenario === "openai" ? " (includes the in-process provider server)" : ""),
   );
-  const c = (x) => `${x.all.toFixed(2)} (state.db ${x.state_db.toFixed(2)}, transcripts ${x.transcripts.toFixed(2)})`;
-  log(`  fsynced commits per delivery: ${c(r.throughput.commits_per_delivery)} under load, ${c(l.commits_per_delivery)} one at a time`);
+  log(
+    `  event loop busy per delivery (the one thread turns run on): ${ms(r.throughput.loop_ms_per_delivery)} under load, ${ms(l.loop_ms_per_delivery)} one at a time`,
+  );
+  const c = (x) =>
+    `${x.all.toFixed(2)} (state.db ${x.state_db.toFixed(2)}, transcripts ${x.transcripts.toFixed(2)}` +
+    `${x.wal_fsyncs === undefined ? "" : `, wal fsyncs ${x.wal_fsyncs.toFixed(2)}`})`;
+  log(`  commits per delivery: ${c(r.throughput.commits_per_delivery)} under load, ${c(l.commits_per_delivery)} one at a time`);
   log(`  enqueue (send → ack): p50 ${ms(l.enqueue_p50_ms)}, p99 ${ms(l.enqueue_p99_ms)}`);
   log(`  enqueue → settled:    p50 ${ms(l.settled_p50_ms)}, p99 ${ms(l.settled_p99_ms)}`);
   if (r.scenario === "openai") log(`  of which ours (minus the provider call): p50 ${ms(l.own_p50_ms)}, p99 ${ms(l.own_p99_ms)}`);

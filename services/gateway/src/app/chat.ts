@@ -322,14 +322,17 @@ export class ChatService {
 
   /**
    * Replaces a session's transcript with a shorter one (context compaction before the single
-   * retry after context_overflow). Must run inside the session's lane. Returns messages removed.
+   * retry after context_overflow). Must run inside the session's lane. Resolves, once the shorter transcript
+   * is on disk, to the number of messages removed.
    */
-  compact(profile: string, sessionId: string): number {
-    const transcript = new TranscriptStore(this.deps.profileDbs.get(profile));
+  async compact(profile: string, sessionId: string): Promise<number> {
+    const db = this.deps.profileDbs.get(profile);
+    const transcript = new TranscriptStore(db);
     const result = compactTranscript(transcript.list(sessionId), isoTime(this.deps.clock.now()));
     if (!result) return 0;
     transcript.replace(sessionId, result.messages);
     this.conversations.forget(sessionId);
+    await this.deps.profileDbs.durable(db);
     this.deps.logger.info({ session_id: sessionId, removed: result.removed }, "transcript compacted");
     return result.removed;
   }
@@ -478,12 +481,15 @@ export class ChatService {
       // Stored where the session is now: a rename while the provider answered moved the profile.
       const current = this.currentSession(session.session_id, profile);
       const owner = current.profile_name;
-      const appended = new TranscriptStore(this.deps.profileDbs.get(owner)).append(session.session_id, stored);
+      const db = this.deps.profileDbs.get(owner);
+      const appended = new TranscriptStore(db).append(session.session_id, stored);
       const lastSeq = appended.at(-1)?.seq;
       // Remembered, so the next turn reads only what was added since.
       if (lastSeq !== undefined) this.conversations.set(session.session_id, { seq: lastSeq, messages: conversation });
       // No await since `current` was read: the row is still the session as it is now.
       if (options.touch !== false) this.deps.sessions.touchRow(current);
+      // The turn is answered (and a delivery settled) only once its messages are on disk.
+      await this.deps.profileDbs.durable(db);
       const verdict = postTurnFallbackCheck(
         { model: served.model, provider: served.provider, fallback_active: fallbackActive },
         resolution,

@@ -21,7 +21,7 @@ import { Histogram } from "prom-client";
 import { type GatewaySettings, resolveGatewayListen, resolveGatewaySettings, type SettingsOverrides } from "../app/config.js";
 import { LiveRouting } from "../app/sessions.js";
 import { coordinatorSingletons, type SingletonCoordinator } from "../platforms/telegram/poller.js";
-import { getMeta, openGatewayDb, ProfileDatabases, setMeta } from "../store/gateway-store.js";
+import { getMeta, openGatewayDb, ProfileDatabases, type SyncFile, setMeta } from "../store/gateway-store.js";
 import { HermesHome } from "../store/home.js";
 
 export interface GatewayOptions {
@@ -32,6 +32,8 @@ export interface GatewayOptions {
   env?: NodeJS.ProcessEnv;
   /** How listen addresses given as names are resolved (tests inject one). */
   resolver?: HostResolver;
+  /** How profile databases flush their -wal files (tests inject one that they hold). */
+  syncFile?: SyncFile;
 }
 
 /** The first phase of a start: settings, the root database and what is keyed by the gateway's identity. */
@@ -101,7 +103,7 @@ export async function openFoundation(options: GatewayOptions, cleanup: Cleanup):
   const startWarnings = [sharedFolderWarning(home.root, "HERMES_HOME")].filter((w) => w !== undefined);
   for (const warning of startWarnings) logger.warn({ home: home.root }, warning);
   const metrics = createMetrics({ gateway_id: id });
-  const profileDbs = new ProfileDatabases(home, db, settings.dbBusyTimeoutMs);
+  const profileDbs = new ProfileDatabases(home, db, settings.dbBusyTimeoutMs, options.syncFile);
   cleanup.push(() => profileDbs.closeAll());
   const routing = new LiveRouting(db, logger);
   const coordinator = await connectCoordinator(settings, id, logger, metrics);

@@ -31,6 +31,7 @@ export async function startTestGateway(options: Partial<GatewayOptions> & { key?
     logger: options.logger ?? createLogger("gateway", "silent"),
     env: { ...(key ? { API_SERVER_KEY: key } : {}), ...options.env },
     ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.syncFile ? { syncFile: options.syncFile } : {}),
   });
   const clients: Client[] = [];
   const stop = async () => {

@@ -133,7 +133,7 @@ export class DeliveryWorker {
         if (!sessions.store.byId(work.session_id)) {
           throw new HermesError("profile_deleted", `profile ${work.target_profile} was deleted while its turn was queued`);
         }
-        chat.compact(work.target_profile, work.session_id);
+        await chat.compact(work.target_profile, work.session_id);
       }
       // The turn engine reads the session row (it fails profile_deleted when the row is gone).
       return chat.runLocked(work.target_profile, { session_id: work.session_id }, work.text, {
@@ -208,9 +208,10 @@ export class DeliveryWorker {
     }
   }
 
-  private writeNotes(sessionId: string, notes: PendingNotes): void {
+  private async writeNotes(sessionId: string, notes: PendingNotes): Promise<void> {
     this.notes.delete(sessionId);
-    const transcript = new TranscriptStore(this.deps.profileDbs.get(notes.profile));
+    const db = this.deps.profileDbs.get(notes.profile);
+    const transcript = new TranscriptStore(db);
     // After a crash between the two writes a notification may already be there.
     const written = notes.items.some((n) => n.recovering)
       ? new Set(
@@ -239,7 +240,11 @@ export class DeliveryWorker {
           created_at: at,
         };
       });
-    if (messages.length > 0) transcript.append(sessionId, messages);
+    if (messages.length > 0) {
+      transcript.append(sessionId, messages);
+      // state.db records a notification written only once it is on disk.
+      await this.deps.profileDbs.durable(db);
+    }
     for (const { row } of notes.items) this.deps.deliveries.report({ side: "outbox", event: { kind: "notified", id: row.delivery_id } });
   }
 

@@ -140,7 +140,7 @@ export class LocalMemberTurns {
       // No tools are offered in rooms: a model that asks for some anyway is answered by its text.
       const reply = outcome.result.kind === "text" ? outcome.result.text : (outcome.result.text ?? "");
       const served = { provider: outcome.served_by.provider, model: outcome.served_by.model };
-      this.record(profile, session.session_id, request, reply, served, outcome.fallback_active);
+      await this.record(profile, session.session_id, request, reply, served, outcome.fallback_active);
       const verdict = postTurnFallbackCheck({ ...served, fallback_active: outcome.fallback_active }, resolution);
       if (verdict.evict) evict = { why: verdict.why, detail: verdict.detail };
       return {
@@ -156,16 +156,17 @@ export class LocalMemberTurns {
     }
   }
 
-  /** Stores the room messages this session has not stored yet, then the member's reply. */
-  private record(
+  /** Stores the room messages this session has not stored yet, then the member's reply; resolves once they are on disk. */
+  private async record(
     profile: string,
     sessionId: string,
     request: MemberTurnRequest,
     reply: string,
     served: { provider: string; model: string },
     fallback: boolean,
-  ): void {
-    const transcript = new TranscriptStore(this.deps.profileDbs.get(profile));
+  ): Promise<void> {
+    const db = this.deps.profileDbs.get(profile);
+    const transcript = new TranscriptStore(db);
     let storedThrough = 0;
     for (const m of transcript.list(sessionId, 200)) {
       const seq = m.meta["room_seq"];
@@ -200,6 +201,7 @@ export class LocalMemberTurns {
       created_at: now,
     });
     transcript.append(sessionId, rows);
+    await this.deps.profileDbs.durable(db);
   }
 }
 
