@@ -33,10 +33,10 @@ function messageText(i, bytes) {
 
 /**
  * Event ids: `seq` ones count up (`prefix0`, `prefix1`, …: nearly sorted, so the id index grows at
- * its end), `random` ones are what a client like the console sends (`console-<uuid>`): every commit
+ * its end), `random` ones are what a client that makes random ids sends (`client-<uuid v4>`): every commit
  * or replicated page then inserts its ids all over the index.
  */
-const eventIds = (ids, prefix) => (ids === "random" ? () => `console-${randomUUID()}` : (i) => `${prefix}${i}`);
+const eventIds = (ids, prefix) => (ids === "random" ? () => `client-${randomUUID()}` : (i) => `${prefix}${i}`);
 
 function summary(count, secs, latencies, extra = {}) {
   return {

@@ -48,7 +48,7 @@ const { values: opts } = parseArgs({
     "tail-rate": { type: "string", default: "1000" },
     "tail-seconds": { type: "string", default: "10" },
     "text-bytes": { type: "string", default: "200" },
-    /** Event ids of b's and c's logs: `seq` (`e-0`, `e-1`, …, nearly sorted) or `random` (`console-<uuid>`, what the console sends). */
+    /** Event ids of b's and c's logs: `seq` (`e-0`, `e-1`, …, nearly sorted) or `random` (`client-<uuid v4>`, what a client that makes random ids sends). */
     ids: { type: "string", default: "seq" },
     /** Write a CPU profile of every gateway process into this directory (node --cpu-prof). */
     profile: { type: "string" },
