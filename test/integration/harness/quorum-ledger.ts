@@ -171,7 +171,8 @@ export function secondsToFirstAck(ledger: Ledger, faultAt: number, options: { ro
 
 /**
  * What recovery the line reports: a failover to a new epoch, sends accepted again without one, or
- * (a run of many faults) the longest time from a fault to the next acknowledged send.
+ * (a run of many faults, not all of which move the authority) the longest time from a fault to the
+ * next acknowledged send.
  */
 export type Recovery = { failoverSeconds: number | null } | { noFailover: string } | { worstSeconds: number | null; faults: number };
 
@@ -180,7 +181,7 @@ function describeRecovery(recovery: Recovery): string {
   if ("worstSeconds" in recovery)
     return recovery.worstSeconds === null
       ? `no send acked after some of ${recovery.faults} faults`
-      : `failover in ≤ ${recovery.worstSeconds.toFixed(1)} s (worst of ${recovery.faults} faults)`;
+      : `a send acknowledged ≤ ${recovery.worstSeconds.toFixed(1)} s after each of ${recovery.faults} faults`;
   return recovery.failoverSeconds === null ? "failover: none seen" : `failover in ${recovery.failoverSeconds.toFixed(1)} s`;
 }
 
