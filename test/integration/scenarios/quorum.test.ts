@@ -180,8 +180,12 @@ describe("scenario: quorum rooms fail over by themselves and lose no acknowledge
     const majority = qm.etcd.majority();
     const lostAt = Date.now();
     for (const m of majority) await m.crash();
-    // Every lease runs out by its holder's clock within one TTL; from then on nothing is acknowledged.
-    const fencedBy = lostAt + TTL_SECONDS * 1000;
+    // The majority is gone once the last of these kills is done (a crash also waits for the
+    // container's removal, which takes a second on a busy machine; until the second kill the
+    // two members left still renew leases). Every lease runs out by its holder's clock within one
+    // TTL of its last renewal; from then on nothing is acknowledged.
+    const majorityGoneAt = Date.now();
+    const fencedBy = majorityGoneAt + TTL_SECONDS * 1000;
     await eventually(() => ledger.all.some((r) => r.outcome !== "acked" && r.startedAt > fencedBy + 1_000), {
       what: "sends refused after the leases ran out",
       timeoutMs: 30_000,
@@ -201,7 +205,9 @@ describe("scenario: quorum rooms fail over by themselves and lose no acknowledge
             noFailover: `etcd down ${((backAt - lostAt) / 1000).toFixed(1)} s; sends accepted again ${secondsToFirstAck(ledger, backAt, { room })?.toFixed(1)} s after it was back`,
           },
     );
-    console.log(`[quorum ${room}] epoch before ${epoch}, after ${final.epoch} (authority ${final.authority})`);
+    console.log(
+      `[quorum ${room}] majority killed in ${((majorityGoneAt - lostAt) / 1000).toFixed(1)} s; epoch before ${epoch}, after ${final.epoch} (authority ${final.authority})`,
+    );
   });
 
   it("nemesis: random kills, pauses and partitions of gateways and etcd members for a bounded time (seed printed, replayable)", async () => {
