@@ -349,14 +349,11 @@ export class RoomsService {
     this.roomLog.observe(roomId, observed);
   }
 
-  /** `groups.log`: a page bounded by count and bytes (`packed`: up to 5000 events, still as objects). */
+  /**
+   * `groups.log`: a page bounded by count and bytes (`packed`: up to 5000 events, still as objects).
+   * While a commit is notified (a live tail's page), its events are taken as they are, not read back.
+   */
   log(params: LogParams, knownPrev: PrevPointer | null = null): LogPage {
-    const { roomId, state, read, prev } = this.planRead(params, knownPrev);
-    return buildLogPage(state, read, prev, this.store.events(roomId, read.since_seq, read.limit));
-  }
-
-  /** A live tail's page of event objects: the events a commit is notifying are taken as they are, not read back. */
-  private tailEvents(params: LogParams, knownPrev: PrevPointer | null): LogPage {
     const { roomId, state, read, prev } = this.planRead(params, knownPrev);
     const events = this.changes.appendedAfter(roomId, state, read.since_seq) ?? this.store.events(roomId, read.since_seq, read.limit);
     return buildLogPage(state, read, prev, events);
@@ -404,7 +401,7 @@ export class RoomsService {
       (from, prev) =>
         params.tuples
           ? this.tailPage(roomId, from, limit, prev)
-          : this.tailEvents({ room_id: roomId, since_seq: from, limit, packed: params.packed }, prev),
+          : this.log({ room_id: roomId, since_seq: from, limit, packed: params.packed }, prev),
       {
         send: (page) => sink.send(page),
         drained: () => sink.drained(),
