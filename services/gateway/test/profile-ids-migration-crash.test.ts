@@ -64,7 +64,7 @@ describe("kill -9 during the profile-ids migration", () => {
 
     const db = openDatabase(path, { label: "after the crash", migrations: GATEWAY_MIGRATIONS });
     try {
-      expect(db.pragma("user_version", { simple: true })).toBe(10);
+      expect(db.pragma("user_version", { simple: true })).toBe(GATEWAY_MIGRATIONS.length);
       const store = new SessionsStore(db);
       expect(db.prepare("SELECT count(*) FROM session_records").pluck().get()).toBe(sessions.length);
       for (const s of sessions.filter((_, i) => i % 997 === 0)) {

@@ -30,7 +30,7 @@ describe("migration 010: profile ids", () => {
 
     const db = openDatabase(path, { label: "upgrade", migrations: GATEWAY_MIGRATIONS });
     try {
-      expect(db.pragma("user_version", { simple: true })).toBe(10);
+      expect(db.pragma("user_version", { simple: true })).toBe(GATEWAY_MIGRATIONS.length);
       const profiles = () => db.prepare("SELECT name, session_rows, routing_rows FROM profiles ORDER BY name").all();
       expect(profiles()).toEqual([
         { name: "bob", session_rows: 40, routing_rows: 20 },

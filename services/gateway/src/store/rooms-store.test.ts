@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,6 +10,8 @@ import {
   buildLogPage,
   buildPackedLogPage,
   canonicalJson,
+  ID_MERGE_FANOUT,
+  ID_RUN_KEYS,
   type LogPage,
   newReplicaState,
   packedBytes,
@@ -268,7 +271,7 @@ describe("RoomsStore", () => {
     // Forge a second room's plan that collides with an existing event id: the whole commit must fail.
     const m3 = plan.appended[0]!;
     const forged = { ...plan, run: undefined, appended: [...plan.appended, { ...m3, seq: m3.seq + 1, event_id: "m1" }] };
-    expect(() => store.commitAppends([{ roomId: "r", plan: forged }])).toThrow(/UNIQUE/);
+    expect(() => store.commitAppends([{ roomId: "r", plan: forged }])).toThrow(/event id m1 \(seq 5\) is already stored/);
     const after = reread(store, "r");
     expect(after.state).toEqual(before.state);
     expect(store.eventById("r", "m3")).toBeNull();
@@ -498,5 +501,165 @@ describe("RoomsStore", () => {
     expect(a.eventById("r", "won-2")?.seq).toBe(14);
     expect(a.eventById("r", "shared-9")?.seq).toBe(11);
     expect(a.maxDurableEpoch()).toBe(2);
+  });
+});
+
+describe("RoomsStore: the event id index", () => {
+  const uuid = (i: number) => randomUUID({ disableEntropyCache: i < 0 });
+  /** `count` appends with random ids, committed `perCommit` at a time; returns the ids in order. */
+  function appendMany(store: RoomsStore, count: number, perCommit: number, id: (i: number) => string = uuid): string[] {
+    const ids: string[] = [];
+    for (let at = 0; at < count; at += perCommit) {
+      const batch = Array.from({ length: Math.min(perCommit, count - at) }, (_, i) => id(at + i));
+      append(
+        store,
+        "r",
+        batch.map((eventId) => send(eventId, "x")),
+      );
+      ids.push(...batch);
+    }
+    return ids;
+  }
+  const runs = (store: RoomsStore) =>
+    store.db.prepare("SELECT run_id, level, count, merging_into, merged_below FROM room_id_runs ORDER BY run_id").all() as {
+      run_id: number;
+      level: number;
+      count: number;
+      merging_into: number | null;
+      merged_below: number | null;
+    }[];
+  const idsThrough = (store: RoomsStore) => store.db.prepare("SELECT ids_through FROM room_logs").pluck().get() as number;
+  /** Every id found at its seq (room.created is seq 1), and ids never used not found. */
+  function expectIndexed(store: RoomsStore, ids: readonly string[], every = 1): void {
+    for (let i = 0; i < ids.length; i += every) expect(store.eventById("r", ids[i]!)?.seq).toBe(i + 2);
+    for (let i = 0; i < 200; i++) expect(store.eventById("r", `never-${i}`)).toBeNull();
+  }
+
+  it("keeps the newest ids in memory, writes them as a run once there are enough, and finds every id before and after a restart", () => {
+    const a = open("a", "gw-a");
+    create(a);
+    const ids = appendMany(a, ID_RUN_KEYS + 100, 700);
+    // Four commits: the third takes the recent ids past ID_RUN_KEYS, so they became a run.
+    expect(runs(a)).toEqual([{ run_id: 1, level: 0, count: 2101, merging_into: null, merged_below: null }]);
+    expect(idsThrough(a)).toBe(2101);
+    expectIndexed(a, ids);
+    const found = a.eventsByIds("r", [ids[0]!, "nope", ids.at(-1)!]);
+    expect([...found.keys()]).toEqual([ids[0], ids.at(-1)]);
+    // A restart: the run from disk, the ids after ids_through read back from the segments.
+    const again = new RoomsStore(a.db, "gw-a", () => NOW);
+    expectIndexed(again, ids);
+    expect(() => append(again, "r", [send("fresh"), send(ids[5]!)])).not.toThrow();
+    expect(again.state("r")!.last_seq).toBe(ids.length + 2);
+    expect(again.eventById("r", ids[5]!)?.seq).toBe(7);
+  });
+
+  it("refuses a commit of ids made without looking them up when one is stored in a run, writing nothing", () => {
+    const a = open("a", "gw-a");
+    create(a);
+    const ids = appendMany(a, 3000, 1000);
+    expect(runs(a)).toHaveLength(1);
+    const before = reread(a, "r");
+    const unchecked = planAppendBatch(
+      before.state,
+      [send("new-1"), send(ids[10]!)].map((request) => ({ request, stored: null })),
+      NOW,
+    );
+    expect(unchecked.appended).toHaveLength(2);
+    expect(a.commitAppends([{ roomId: "r", plan: unchecked }], { idsUnchecked: true })).toBe(false);
+    expect(reread(a, "r").state).toEqual(before.state);
+    expect(a.eventById("r", "new-1")).toBeNull();
+  });
+
+  it("merges runs in steps; between steps, after a restart in the middle, and after the merge every id is found", () => {
+    const a = open("a", "gw-a");
+    create(a);
+    // Eight runs of about 2,100 keys (a run is written by the commit that takes the recent ids past
+    // ID_RUN_KEYS); merged in steps of about 4,096 keys.
+    const ids = appendMany(a, ID_MERGE_FANOUT * 2100 - 1, 700);
+    expect(runs(a).map((r) => r.level)).toEqual(Array(ID_MERGE_FANOUT).fill(0));
+    const step = 4096;
+    expect(a.compactIds(step)).toBe(true); // the merge starts and takes its first step
+    const target = runs(a).at(-1)!;
+    expect(target).toMatchObject({ level: 1, count: ids.length + 1, merging_into: null });
+    expect(target.merged_below).toBeGreaterThan(0);
+    expect(runs(a).filter((r) => r.merging_into === target.run_id)).toHaveLength(ID_MERGE_FANOUT);
+    expectIndexed(a, ids, 7);
+    // kill -9 here is a new store on what is on disk: the target's filter is rebuilt, the merge resumes.
+    const again = new RoomsStore(a.db, "gw-a", () => NOW);
+    expectIndexed(again, ids, 7);
+    let steps = 1;
+    while (again.compactIds(step)) steps++;
+    expect(steps).toBe(Math.ceil(ids.length / step) + 1); // the last call finds nothing to do
+    expect(runs(again)).toEqual([{ ...target, merged_below: null }]);
+    expect(again.db.prepare("SELECT count(*) FROM room_id_chunks WHERE run_id <> ?").pluck().get(target.run_id)).toBe(0);
+    expectIndexed(again, ids);
+    expectIndexed(new RoomsStore(a.db, "gw-a", () => NOW), ids, 3);
+  });
+
+  it("refuses a replica page whose event id the log already holds in a run", () => {
+    const a = open("a", "gw-a");
+    const b = open("b", "gw-b");
+    create(a);
+    const ids = appendMany(a, 3000, 1000);
+    pullPacked(a, b, "r");
+    expect(runs(b)).toHaveLength(1);
+    // The authority's next event reuses an id (as no authority of ours writes): b must not store it.
+    const state = a.state("r")!;
+    const repeat = sealEvent(
+      { ...a.eventAt("r", 2)!, seq: state.last_seq + 1, event_id: ids[0]!, epoch: state.authority.epoch },
+      state.last_hash,
+    );
+    const plan = planAppendBatch(state, [{ request: send("placeholder"), stored: null }], NOW);
+    const forged = { ...plan, run: undefined, appended: [repeat], state: { ...plan.state, last_hash: repeat.hash } };
+    a.commitAppends([{ roomId: "r", plan: forged }], {});
+    expect(() => pullPacked(a, b, "r")).toThrow(/is already stored/);
+    expect(b.state("r")!.last_seq).toBe(state.last_seq);
+  });
+
+  it("takes the ids of a branch that moves away out of the runs that hold them, so they can be used again", () => {
+    const a = open("a", "gw-a");
+    const b = open("b", "gw-b");
+    create(a);
+    append(a, "r", [send("shared")]);
+    pullAll(a, b, "r");
+    const promote = planPromote(b.state("r")!, { confirm: true, max_durable_epoch: b.maxDurableEpoch(), stored: b.storedKinds("r") }, NOW);
+    if (!promote.ok) throw new Error("promote refused");
+    b.syncBarrier();
+    b.commitPromote("r", promote);
+    append(b, "r", [send("won")]);
+    // a writes on alone: 3 commits of 1,000, so most of its branch is in a run when it moves away.
+    const lost = appendMany(a, 3000, 1000);
+    expect(runs(a)).toHaveLength(1);
+    expect(idsThrough(a)).toBe(3002);
+    a.saveState("r", { ...a.state("r")!, role: "replica", authority: { gateway_id: "gw-b", epoch: 2 }, latest_seq: 0, max_epoch_seen: 2 });
+    pullPacked(b, a, "r");
+    expect(reread(a, "r").state).toMatchObject({ last_seq: 4, safety_status: "diverged" });
+    expect(idsThrough(a)).toBe(2);
+    for (const id of lost) expect(a.eventById("r", id)).toBeNull();
+    expect(a.eventById("r", "won")?.seq).toBe(4);
+    expect(a.eventById("r", "shared")?.seq).toBe(2);
+    // The run keeps the keys of seqs 1 and 2, which stayed.
+    expect(a.db.prepare("SELECT sum(length(keys)) / 16 FROM room_id_chunks").pluck().get()).toBe(2);
+    // A moved id sent again to the winning side is a new event there, and a replicates it.
+    append(b, "r", [send(lost[0]!)]);
+    pullPacked(b, a, "r");
+    expect(a.eventById("r", lost[0]!)?.seq).toBe(5);
+  });
+
+  it("says the database is corrupt when a key points at an event with another id", () => {
+    const a = open("a", "gw-a");
+    create(a);
+    const ids = appendMany(a, 3000, 1000);
+    const [firstHash, keys] = a.db.prepare("SELECT first_hash, keys FROM room_id_chunks ORDER BY first_hash LIMIT 1").raw().get() as [
+      number,
+      Buffer,
+    ];
+    // The first key's seq moved to another event's seq.
+    const edited = Buffer.from(keys);
+    const seq = edited.readDoubleLE(8);
+    edited.writeDoubleLE(seq === 2 ? 3 : 2, 8);
+    a.db.prepare("UPDATE room_id_chunks SET keys = ? WHERE first_hash = ?").run(edited, firstHash);
+    const fresh = new RoomsStore(a.db, "gw-a", () => NOW);
+    expect(() => fresh.eventById("r", ids[seq - 2]!)).toThrow(/event id index points at seq/);
   });
 });

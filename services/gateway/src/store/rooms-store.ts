@@ -4,31 +4,49 @@ import {
   type AppendBatchPlan,
   type CreateRoomPlan,
   concatRuns,
+  cutIdChunks,
   cutSegments,
   type DemotePlan,
   type DemotionRecord,
   type DivergenceRecord,
+  decodeIdChunk,
   decodeRun,
   type EventIdLookup,
+  encodeIdChunk,
   encodeTuples,
   endsFromBytes,
   endsToBytes,
   entryAt,
+  eventIdHash,
+  ID_HASH_END,
+  ID_MERGE_STEP_KEYS,
+  IdFilter,
+  type IdKeys,
+  type IdRunInfo,
+  idKeysInRange,
+  idMergeStep,
   isFragment,
+  joinIdKeys,
   type LineageEntry,
   type LocalLogLookup,
   type LogPage,
   type Member,
+  mergeIdKeys,
   type PromotePlan,
+  planIdMerge,
   type QuorumPolicy,
   type ReplicationDecision,
   type RoomEvent,
   type RoomState,
   type SafetyStatus,
   SEGMENT_SEAL_EVENTS,
+  seqsOfHash,
+  shouldFlushIds,
   sliceRun,
+  sortedIdKeys,
   type TupleRun,
   withHosts,
+  withoutIdKey,
 } from "../core/rooms/index.js";
 
 /**
@@ -39,7 +57,9 @@ import {
  * A room's log is stored in segments (room_log_segments, encoding in core/rooms/log-segment.ts):
  * the events a commit appends become one or a few rows, never one row per event; reads by seq
  * decode the segments that hold them, and a replication page is made of their bytes as they are.
- * `room_event_ids` maps event_id → seq for idempotency, `room_meta_events` lists the room.* events.
+ * The event id index (event_id → seq, for idempotency) is log-structured (core/rooms/id-index.ts):
+ * the newest ids in memory, older ones in sorted runs (room_id_runs, room_id_chunks) merged in steps
+ * by `compactIds`. `room_meta_events` lists the room.* events.
  *
  * better-sqlite3 is synchronous: planning with the cached state and committing happen in one run of
  * the event loop, so no other write can slip in between (single writer per gateway).
@@ -121,6 +141,24 @@ interface LogTail {
   logId: number;
   lastSeq: number;
   fragments: { first_seq: number; count: number; bytes: number }[];
+  /** Its event id index, loaded when first needed. */
+  ids?: IdIndex;
+}
+
+/** A stored run of the id index, with its filter in memory. */
+interface IdRun extends IdRunInfo {
+  filter: IdFilter;
+}
+
+/**
+ * A log's event id index in memory: the ids of the events after `idsThrough` (hash → seq, or seqs
+ * when two ids share a hash), which the segments hold and no run yet, and the stored runs.
+ */
+interface IdIndex {
+  idsThrough: number;
+  recent: Map<number, number | number[]>;
+  recentCount: number;
+  runs: IdRun[];
 }
 
 /** A segment row as read: `[first_seq, ends, body]`. */
@@ -133,11 +171,6 @@ function segmentRun(row: SegmentRow): TupleRun {
 /** A byte array as better-sqlite3 binds a BLOB (a Buffer over the same memory). */
 function blob(bytes: Uint8Array): Buffer {
   return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-}
-
-/** An appended event's id is already stored (a commit of plans made without looking their ids up). */
-class EventIdTaken extends Error {
-  override readonly name = "EventIdTaken";
 }
 
 function parseJson<T>(text: string | null, fallback: T): T {
@@ -165,11 +198,20 @@ export class RoomsStore {
     segments: Database.Statement;
     insertSegment: Database.Statement;
     deleteSegmentsFrom: Database.Statement;
-    seqById: Database.Statement;
-    seqsByIds: Database.Statement;
-    insertIds: Database.Statement;
-    insertId: Database.Statement;
-    deleteId: Database.Statement;
+    idsThrough: Database.Statement;
+    setIdsThrough: Database.Statement;
+    idRuns: Database.Statement;
+    runChunks: Database.Statement;
+    chunkAt: Database.Statement;
+    rangeChunks: Database.Statement;
+    insertChunk: Database.Statement;
+    deleteChunk: Database.Statement;
+    insertRun: Database.Statement;
+    setMergeSource: Database.Statement;
+    setMergedBelow: Database.Statement;
+    finishMerge: Database.Statement;
+    deleteMergedChunks: Database.Statement;
+    deleteMergedRuns: Database.Statement;
     insertMeta: Database.Statement;
     upsertRoom: Database.Statement;
     updateRoomState: Database.Statement;
@@ -216,15 +258,39 @@ export class RoomsStore {
         "INSERT INTO room_log_segments (log_id, first_seq, last_seq, last_epoch, ends, body) VALUES (?, ?, ?, ?, ?, ?)",
       ),
       deleteSegmentsFrom: db.prepare("DELETE FROM room_log_segments WHERE log_id = ? AND first_seq >= ?"),
-      seqById: db.prepare("SELECT seq FROM room_event_ids WHERE log_id = ? AND event_id = ?").pluck(),
-      seqsByIds: db
-        .prepare("SELECT seq FROM room_event_ids WHERE log_id = ? AND event_id IN (SELECT value FROM json_each(?)) ORDER BY seq")
+      idsThrough: db.prepare("SELECT ids_through FROM room_logs WHERE log_id = ?").pluck(),
+      setIdsThrough: db.prepare("UPDATE room_logs SET ids_through = ? WHERE log_id = ?"),
+      idRuns: db
+        .prepare("SELECT run_id, level, count, merging_into, merged_below, filter FROM room_id_runs WHERE log_id = ? ORDER BY run_id")
+        .raw(true),
+      runChunks: db.prepare("SELECT keys FROM room_id_chunks WHERE log_id = ? AND run_id = ? ORDER BY first_hash").pluck(),
+      // The one chunk of a run that may hold a hash: the last one starting at or below it.
+      chunkAt: db
+        .prepare(
+          "SELECT first_hash, keys FROM room_id_chunks WHERE log_id = ? AND run_id = ? AND first_hash <= ? ORDER BY first_hash DESC LIMIT 1",
+        )
+        .raw(true),
+      // The chunks of a run that may hold hashes in [@from, @to).
+      rangeChunks: db
+        .prepare(
+          `SELECT keys FROM room_id_chunks
+           WHERE log_id = @log AND run_id = @run AND first_hash < @to AND first_hash >= COALESCE(
+             (SELECT first_hash FROM room_id_chunks WHERE log_id = @log AND run_id = @run AND first_hash <= @from ORDER BY first_hash DESC LIMIT 1), @from)
+           ORDER BY first_hash`,
+        )
         .pluck(),
-      // The event ids of a commit in one statement: a JSON array of ids, the i-th at seq first + i.
-      insertIds: db.prepare("INSERT INTO room_event_ids (log_id, event_id, seq) SELECT ?, value, ? + key FROM json_each(?)"),
-      // A commit of one event (the live tail's): a plain row, without the JSON array.
-      insertId: db.prepare("INSERT INTO room_event_ids (log_id, event_id, seq) VALUES (?, ?, ?)"),
-      deleteId: db.prepare("DELETE FROM room_event_ids WHERE log_id = ? AND event_id = ?"),
+      insertChunk: db.prepare("INSERT INTO room_id_chunks (log_id, run_id, first_hash, keys) VALUES (?, ?, ?, ?)"),
+      deleteChunk: db.prepare("DELETE FROM room_id_chunks WHERE log_id = ? AND run_id = ? AND first_hash = ?"),
+      insertRun: db.prepare(
+        "INSERT INTO room_id_runs (log_id, run_id, level, count, merging_into, merged_below, filter) VALUES (?, ?, ?, ?, NULL, ?, ?)",
+      ),
+      setMergeSource: db.prepare("UPDATE room_id_runs SET merging_into = ? WHERE log_id = ? AND run_id = ?"),
+      setMergedBelow: db.prepare("UPDATE room_id_runs SET merged_below = ? WHERE log_id = ? AND run_id = ?"),
+      finishMerge: db.prepare("UPDATE room_id_runs SET merged_below = NULL, filter = ? WHERE log_id = ? AND run_id = ?"),
+      deleteMergedChunks: db.prepare(
+        "DELETE FROM room_id_chunks WHERE log_id = ? AND run_id IN (SELECT run_id FROM room_id_runs WHERE log_id = ? AND merging_into = ?)",
+      ),
+      deleteMergedRuns: db.prepare("DELETE FROM room_id_runs WHERE log_id = ? AND merging_into = ?"),
       insertMeta: db.prepare("INSERT INTO room_meta_events (log_id, seq) VALUES (?, ?)"),
       upsertRoom: db.prepare(`
         INSERT INTO rooms (room_id, name, members_json, authority_gateway_id, authority_epoch, next_seq, revision, created_at,
@@ -290,9 +356,7 @@ export class RoomsStore {
 
   eventById(roomId: string, eventId: string): RoomEvent | null {
     const log = this.log(roomId);
-    if (log === undefined) return null;
-    const seq = this.stmt.seqById.get(log.logId, eventId) as number | undefined;
-    return seq === undefined ? null : this.indexedEvent(roomId, seq, eventId);
+    return log === undefined ? null : this.storedEventOfId(roomId, log, eventId, eventIdHash(eventId));
   }
 
   /** Synchronous event_id → kind of a room's stored events (where a server event needs a fresh id). */
@@ -305,23 +369,14 @@ export class RoomsStore {
     return (this.stmt.lastDemotion.get(roomId) as DemotionRecord | undefined) ?? null;
   }
 
-  /**
-   * The stored events among `eventIds` (the idempotency lookup of a whole group commit in one query:
-   * usually none exist, and one statement beats one per append).
-   */
+  /** The stored events among `eventIds` (the idempotency lookup of a group commit: usually none exist). */
   eventsByIds(roomId: string, eventIds: readonly string[]): Map<string, RoomEvent> {
     const found = new Map<string, RoomEvent>();
     const log = this.log(roomId);
     if (log === undefined) return found;
-    const wanted = new Set(eventIds);
-    const seqs =
-      eventIds.length === 1
-        ? [this.stmt.seqById.get(log.logId, eventIds[0]) as number | undefined].filter((seq) => seq !== undefined)
-        : (this.stmt.seqsByIds.all(log.logId, JSON.stringify(eventIds)) as number[]);
-    for (const seq of seqs) {
-      const event = this.eventAt(roomId, seq);
-      if (event === null || !wanted.has(event.event_id)) throw this.indexMismatch(roomId, seq);
-      found.set(event.event_id, event);
+    for (const eventId of eventIds) {
+      const event = this.storedEventOfId(roomId, log, eventId, eventIdHash(eventId));
+      if (event !== null) found.set(eventId, event);
     }
     return found;
   }
@@ -478,31 +533,27 @@ export class RoomsStore {
    * Group commit: the appended events and new states of several rooms in one transaction. Every
    * append of the batch is acknowledged only after this returns true. With `idsUnchecked` (plans
    * made without looking up the stored events of their ids) an event id that is already stored
-   * rolls the whole transaction back and false is returned: nothing was written. Without it, that
-   * is a bug in the plan and throws.
+   * makes it return false before anything is written. Without it, that is a bug in the plan and throws.
    */
   commitAppends(batches: readonly { roomId: string; plan: AppendBatchPlan }[], options: { idsUnchecked?: boolean } = {}): boolean {
     const next = new Map<string, StoredRoom>();
     const changing = batches.filter((b) => b.plan.appended.length > 0);
     if (changing.length === 0) return true;
-    try {
-      this.write(
-        changing.map((b) => b.roomId),
-        () => {
-          for (const { roomId, plan } of changing) {
-            const current = this.mustRoom(roomId);
-            this.appendToLog(roomId, plan.appended, plan.run, options.idsUnchecked === true);
-            const meta = this.metaAfter(current, plan.appended, plan.state.lineage);
-            const stored: StoredRoom = { ...current, state: plan.state, meta };
-            this.saveRow(stored, current);
-            next.set(roomId, stored);
-          }
-        },
-      );
-    } catch (err) {
-      if (err instanceof EventIdTaken) return false;
-      throw err;
-    }
+    const hashes = changing.map((b) => idHashes(b.plan.appended));
+    if (options.idsUnchecked === true && changing.some((b, i) => this.anyIdStored(b.roomId, b.plan.appended, hashes[i]!))) return false;
+    this.write(
+      changing.map((b) => b.roomId),
+      () => {
+        for (const [i, { roomId, plan }] of changing.entries()) {
+          const current = this.mustRoom(roomId);
+          this.appendToLog(roomId, plan.appended, plan.run, hashes[i]);
+          const meta = this.metaAfter(current, plan.appended, plan.state.lineage);
+          const stored: StoredRoom = { ...current, state: plan.state, meta };
+          this.saveRow(stored, current);
+          next.set(roomId, stored);
+        }
+      },
+    );
     for (const [roomId, stored] of next) this.cache.set(roomId, stored);
     return true;
   }
@@ -655,7 +706,7 @@ export class RoomsStore {
         this.cache.delete(id);
         this.logs.delete(id);
       }
-      if (err instanceof HermesError || err instanceof EventIdTaken) throw err;
+      if (err instanceof HermesError) throw err;
       const code = (err as { code?: unknown }).code;
       // A constraint is a bug in a plan, not the disk: keep SQLite's message for the log.
       if (typeof code === "string" && code.startsWith("SQLITE_CONSTRAINT")) throw err;
@@ -818,8 +869,10 @@ export class RoomsStore {
    * fragments at the end of the log merged in once they add up to a sealed segment; then their ids
    * and the seqs of room.* events. `run` is their encoding when it is at hand (a replica page's
    * bytes), else they are encoded here. The events must continue the log: seqs stay dense.
+   * `knownNew`: the hashes of their ids, which the caller looked up (an authority's appends); without
+   * it (a replica's page) each id is checked against the index, and a stored one refuses the write.
    */
-  private appendToLog(roomId: string, events: readonly RoomEvent[], run: TupleRun = encodeTuples(events), idsUnchecked = false): void {
+  private appendToLog(roomId: string, events: readonly RoomEvent[], run: TupleRun = encodeTuples(events), knownNew?: Float64Array): void {
     if (events.length === 0) return;
     let log = this.log(roomId);
     if (log === undefined) {
@@ -830,6 +883,8 @@ export class RoomsStore {
     if (first !== log.lastSeq + 1 || run.first_seq !== first || run.ends.length !== events.length) {
       throw new HermesError("internal", `room ${roomId}: events from seq ${first} do not continue the log at seq ${log.lastSeq}`);
     }
+    // Loaded before the new events are written: its recent ids come from the log as it was.
+    const index = this.idIndex(roomId, log);
     let pending = run;
     const tailCount = log.fragments.reduce((n, f) => n + f.count, 0);
     const tailBytes = log.fragments.reduce((n, f) => n + f.bytes, 0);
@@ -848,13 +903,7 @@ export class RoomsStore {
       if (isFragment(count, segment.body.length)) log.fragments.push({ first_seq: segment.first_seq, count, bytes: segment.body.length });
     }
     log.lastSeq = first + events.length - 1;
-    try {
-      if (events.length === 1) this.stmt.insertId.run(log.logId, events[0]!.event_id, first);
-      else this.stmt.insertIds.run(log.logId, first, JSON.stringify(events.map((e) => e.event_id)));
-    } catch (err) {
-      if (idsUnchecked && (err as { code?: unknown }).code === "SQLITE_CONSTRAINT_PRIMARYKEY") throw new EventIdTaken();
-      throw err;
-    }
+    this.indexIds(roomId, log, index, events, knownNew);
     for (const e of events) {
       if (!e.kind.startsWith("room.")) continue;
       this.stmt.insertMeta.run(log.logId, e.seq);
@@ -862,15 +911,197 @@ export class RoomsStore {
     }
   }
 
-  /** The event at `seq` that the id index points `eventId` to. */
-  private indexedEvent(roomId: string, seq: number, eventId: string): RoomEvent {
-    const event = this.eventAt(roomId, seq);
-    if (event === null || event.event_id !== eventId) throw this.indexMismatch(roomId, seq);
-    return event;
+  // ------------------------------------------------------------------------------------------
+  // The event id index (core/rooms/id-index.ts)
+
+  /** The log's id index, loaded on first use: the runs with their filters, and the recent ids from the segments. */
+  private idIndex(roomId: string, log: LogTail): IdIndex {
+    if (log.ids !== undefined) return log.ids;
+    const runs: IdRun[] = [];
+    for (const [run_id, level, count, merging_into, merged_below, filterBytes] of this.stmt.idRuns.all(log.logId) as [
+      number,
+      number,
+      number,
+      number | null,
+      number | null,
+      Buffer | null,
+    ][]) {
+      let filter: IdFilter;
+      if (filterBytes !== null) filter = IdFilter.fromBytes(filterBytes);
+      else {
+        // A merge's target, part built (the filter is stored when it is done): its keys so far.
+        filter = IdFilter.forKeys(count);
+        for (const bytes of this.stmt.runChunks.iterate(log.logId, run_id) as Iterable<Buffer>) addToFilter(filter, decodeIdChunk(bytes));
+      }
+      runs.push({ run_id, level, count, merging_into, merged_below, filter });
+    }
+    const idsThrough = this.stmt.idsThrough.get(log.logId) as number;
+    const index: IdIndex = { idsThrough, recent: new Map(), recentCount: 0, runs };
+    for (const event of this.events(roomId, idsThrough, log.lastSeq - idsThrough)) {
+      addRecent(index, eventIdHash(event.event_id), event.seq);
+    }
+    log.ids = index;
+    if (planIdMerge(runs) !== null || runs.some((r) => r.merged_below !== null)) this.idWork?.();
+    return index;
   }
 
-  private indexMismatch(roomId: string, seq: number): HermesError {
-    return new HermesError("database_corrupt", `room ${roomId}: the event id index points at seq ${seq}, which does not hold that event`);
+  /**
+   * The stored seqs an id with this hash may be at (recent ones first). While a merge is built, a
+   * key can be in its source and its target: a seq is listed once.
+   */
+  private idCandidates(log: LogTail, index: IdIndex, hash: number): number[] {
+    const recent = index.recent.get(hash);
+    const seqs = recent === undefined ? [] : typeof recent === "number" ? [recent] : [...recent];
+    for (const run of index.runs) {
+      if (!run.filter.mayContain(hash)) continue;
+      const row = this.stmt.chunkAt.get(log.logId, run.run_id, hash) as [number, Buffer] | undefined;
+      if (row === undefined) continue;
+      for (const seq of seqsOfHash(decodeIdChunk(row[1]), hash)) if (!seqs.includes(seq)) seqs.push(seq);
+    }
+    return seqs;
+  }
+
+  /** The stored event with this id (`hash` its hash), read at each seq the index offers and compared. */
+  private storedEventOfId(roomId: string, log: LogTail, eventId: string, hash: number): RoomEvent | null {
+    for (const seq of this.idCandidates(log, this.idIndex(roomId, log), hash)) {
+      const event = this.eventAt(roomId, seq);
+      if (event !== null && event.event_id === eventId) return event;
+      // Another id with the same hash is fine; an entry that fits no event is not.
+      if (event === null || eventIdHash(event.event_id) !== hash) {
+        throw new HermesError(
+          "database_corrupt",
+          `room ${roomId}: the event id index points at seq ${seq}, which does not hold that event`,
+        );
+      }
+    }
+    return null;
+  }
+
+  /** Whether any of these events' ids (`hashes` their hashes) is stored in the room (the filters answer most without a read). */
+  private anyIdStored(roomId: string, events: readonly RoomEvent[], hashes: Float64Array): boolean {
+    const log = this.log(roomId);
+    if (log === undefined) return false;
+    const index = this.idIndex(roomId, log);
+    for (let i = 0; i < events.length; i++) {
+      if (mayBeIndexed(index, hashes[i]!) && this.storedEventOfId(roomId, log, events[i]!.event_id, hashes[i]!) !== null) return true;
+    }
+    return false;
+  }
+
+  /**
+   * Indexes appended events (inside their write transaction, after their segments): each id into
+   * the recent ids, a stored one refused (with `knownNew`, their hashes, only within the recent ids,
+   * where a repeat costs nothing to see); once the recent ids make a run, they are written as one.
+   */
+  private indexIds(roomId: string, log: LogTail, index: IdIndex, events: readonly RoomEvent[], knownNew?: Float64Array): void {
+    for (let i = 0; i < events.length; i++) {
+      const event = events[i]!;
+      const hash = knownNew === undefined ? eventIdHash(event.event_id) : knownNew[i]!;
+      if ((knownNew ? index.recent.has(hash) : mayBeIndexed(index, hash)) && this.idStoredBefore(roomId, log, index, event, hash)) {
+        throw new HermesError("internal", `room ${roomId}: event id ${event.event_id} (seq ${event.seq}) is already stored`);
+      }
+      addRecent(index, hash, event.seq);
+    }
+    if (shouldFlushIds(index.recentCount)) this.flushIds(log, index);
+  }
+
+  /** Whether `event`'s id is stored at a seq before its own (it is being appended: its segment is written). */
+  private idStoredBefore(roomId: string, log: LogTail, index: IdIndex, event: RoomEvent, hash: number): boolean {
+    return this.idCandidates(log, index, hash).some((seq) => seq < event.seq && this.eventAt(roomId, seq)?.event_id === event.event_id);
+  }
+
+  /** Writes the recent ids as a new run of level 0 and moves ids_through to the log's end. */
+  private flushIds(log: LogTail, index: IdIndex): void {
+    const sorted = sortedIdKeys(index.recent, index.recentCount);
+    const filter = IdFilter.forKeys(index.recentCount);
+    addToFilter(filter, sorted);
+    const run = this.insertIdRun(log, index, 0, index.recentCount, filter);
+    this.insertIdChunks(log.logId, run.run_id, sorted);
+    index.runs.push(run);
+    index.recent.clear();
+    index.recentCount = 0;
+    index.idsThrough = log.lastSeq;
+    this.stmt.setIdsThrough.run(log.lastSeq, log.logId);
+    if (planIdMerge(index.runs) !== null) this.idWork?.();
+  }
+
+  /**
+   * A new run's row, for about `keys` keys: complete with `filter` (its keys are written next, in
+   * this transaction), or without one a merge's target, empty and built from merged_below 0 on.
+   */
+  private insertIdRun(log: LogTail, index: IdIndex, level: number, keys: number, filter?: IdFilter): IdRun {
+    const runId = Math.max(0, ...index.runs.map((r) => r.run_id)) + 1;
+    const mergedBelow = filter === undefined ? 0 : null;
+    this.stmt.insertRun.run(log.logId, runId, level, keys, mergedBelow, filter === undefined ? null : blob(filter.bytes()));
+    return { run_id: runId, level, count: keys, merging_into: null, merged_below: mergedBelow, filter: filter ?? IdFilter.forKeys(keys) };
+  }
+
+  /** Sorted keys appended to a run, as chunks (core/rooms/id-index.ts, cutIdChunks). */
+  private insertIdChunks(logId: number, runId: number, sorted: IdKeys): void {
+    for (const [from, to] of cutIdChunks(sorted)) {
+      this.stmt.insertChunk.run(logId, runId, sorted[2 * from]!, blob(encodeIdChunk(sorted, from, to)));
+    }
+  }
+
+  /** Set by whoever runs `compactIds`: called (from inside a write, so it must only schedule) when there is merging to do. */
+  idWork: (() => void) | undefined;
+
+  /**
+   * One step of merging the id index's runs, in its own transaction: the keys of the next hash
+   * range of a merge in progress are copied from its sources into its target (the last step stores
+   * the target's filter and drops the sources), or a merge starts. Only logs this store has opened
+   * are merged (a log nobody reads has no look-ups to speed up). Returns whether there is more to do.
+   * `stepKeys`: about how many keys one step copies.
+   */
+  compactIds(stepKeys = ID_MERGE_STEP_KEYS): boolean {
+    for (const [roomId, log] of this.logs) {
+      const index = log.ids;
+      if (index === undefined) continue;
+      const target = index.runs.find((r) => r.merged_below !== null);
+      if (target === undefined && planIdMerge(index.runs) === null) continue;
+      // At NORMAL: a step only copies keys, so losing it to a power cut loses nothing; the next FULL commit syncs it.
+      this.withNormalSync(() => this.write([roomId], () => this.mergeStep(log, index, target, stepKeys)));
+      return true;
+    }
+    return false;
+  }
+
+  private mergeStep(log: LogTail, index: IdIndex, building: IdRun | undefined, stepKeys: number): void {
+    let target = building;
+    if (target === undefined) {
+      const plan = planIdMerge(index.runs)!;
+      target = this.insertIdRun(log, index, plan.level, plan.keys);
+      for (const run of index.runs) {
+        if (!plan.sources.includes(run.run_id)) continue;
+        run.merging_into = target.run_id;
+        this.stmt.setMergeSource.run(target.run_id, log.logId, run.run_id);
+      }
+      index.runs.push(target);
+    }
+    const targetId = target.run_id;
+    const { from, to } = idMergeStep(target.merged_below!, target.count, stepKeys);
+    // Each source's chunks in the range follow one another in key order: joined, one sorted array per source.
+    const parts: IdKeys[] = [];
+    for (const source of index.runs) {
+      if (source.merging_into !== targetId) continue;
+      const chunks = (this.stmt.rangeChunks.all({ log: log.logId, run: source.run_id, from, to }) as Buffer[]).map((bytes) =>
+        idKeysInRange(decodeIdChunk(bytes), from, to),
+      );
+      parts.push(joinIdKeys(chunks));
+    }
+    const merged = mergeIdKeys(parts);
+    addToFilter(target.filter, merged);
+    this.insertIdChunks(log.logId, targetId, merged);
+    if (to < ID_HASH_END) {
+      target.merged_below = to;
+      this.stmt.setMergedBelow.run(to, log.logId, targetId);
+      return;
+    }
+    this.stmt.deleteMergedChunks.run(log.logId, log.logId, targetId);
+    this.stmt.deleteMergedRuns.run(log.logId, targetId);
+    this.stmt.finishMerge.run(blob(target.filter.bytes()), log.logId, targetId);
+    target.merged_below = null;
+    index.runs = index.runs.filter((r) => r.merging_into !== targetId);
   }
 
   /**
@@ -948,12 +1179,64 @@ export class RoomsStore {
         .prepare("UPDATE room_log_segments SET last_seq = ?, last_epoch = ?, ends = ?, body = ? WHERE log_id = ? AND first_seq = ?")
         .run(moved.from_seq - 1, lastEpoch, endsToBytes(kept.ends), blob(kept.body), log.logId, holding.first_seq);
     }
-    for (const e of events) this.stmt.deleteId.run(log.logId, e.event_id);
+    this.unindexIds(log, events, moved.from_seq);
     this.db.prepare("DELETE FROM room_meta_events WHERE log_id = ? AND seq >= ?").run(log.logId, moved.from_seq);
     // Read the end of the log again (inside this transaction) before anything is appended to it.
     this.logs.delete(roomId);
     return divergenceId;
   }
+
+  /**
+   * Takes the ids of events cut from the log's end (seqs `fromSeq` on) out of the index: their keys
+   * from whichever run holds them (its chunk is written again without them), and ids_through back
+   * before them (the recent ids are in memory: the caller drops the log's cached state, which
+   * rebuilds them).
+   */
+  private unindexIds(log: LogTail, events: readonly RoomEvent[], fromSeq: number): void {
+    const idsThrough = this.stmt.idsThrough.get(log.logId) as number;
+    if (idsThrough < fromSeq) return;
+    const runIds = (this.stmt.idRuns.all(log.logId) as [number][]).map((row) => row[0]);
+    for (const event of events) {
+      if (event.seq > idsThrough) continue;
+      const hash = eventIdHash(event.event_id);
+      for (const runId of runIds) {
+        const row = this.stmt.chunkAt.get(log.logId, runId, hash) as [number, Buffer] | undefined;
+        const kept = row && withoutIdKey(decodeIdChunk(row[1]), hash, event.seq);
+        if (!row || !kept) continue;
+        this.stmt.deleteChunk.run(log.logId, runId, row[0]);
+        if (kept.length > 0) this.stmt.insertChunk.run(log.logId, runId, kept[0]!, blob(encodeIdChunk(kept, 0, kept.length / 2)));
+      }
+    }
+    this.stmt.setIdsThrough.run(fromSeq - 1, log.logId);
+  }
+}
+
+/** Adds a recent id (hash → seq; seqs when ids share a hash). */
+function addRecent(index: IdIndex, hash: number, seq: number): void {
+  const known = index.recent.get(hash);
+  if (known === undefined) index.recent.set(hash, seq);
+  else if (typeof known === "number") index.recent.set(hash, [known, seq]);
+  else known.push(seq);
+  index.recentCount++;
+}
+
+/** The hashes of the events' ids. */
+function idHashes(events: readonly RoomEvent[]): Float64Array {
+  const hashes = new Float64Array(events.length);
+  for (let i = 0; i < events.length; i++) hashes[i] = eventIdHash(events[i]!.event_id);
+  return hashes;
+}
+
+/** Adds a run's keys (sorted or not) to a filter. */
+function addToFilter(filter: IdFilter, keys: IdKeys): void {
+  for (let i = 0; i < keys.length; i += 2) filter.add(keys[i]!);
+}
+
+/** False: no id with this hash is stored. True: one may be (look it up). */
+function mayBeIndexed(index: IdIndex, hash: number): boolean {
+  if (index.recent.has(hash)) return true;
+  for (const run of index.runs) if (run.filter.mayContain(hash)) return true;
+  return false;
 }
 
 /**

@@ -4,7 +4,7 @@ import { decodeRun, encodeTuples, endsFromBytes, endsToBytes, type RoomEvent } f
 /**
  * Edits of a stored room log behind the store's back, for tests that damage or rewrite history
  * (a tampered hash, a log of an older gateway): the segment holding `seq` is decoded, the event
- * replaced by `edit(event)` and the segment written again (the id index follows a changed id).
+ * replaced by `edit(event)` and the segment written again (a changed id: the id index is rebuilt from the segments).
  * Call the store's `dropCache()` afterwards.
  */
 export function rewriteStoredEvent(db: Db, roomId: string, seq: number, edit: (event: RoomEvent) => RoomEvent): void {
@@ -27,7 +27,10 @@ export function rewriteStoredEvent(db: Db, roomId: string, seq: number, edit: (e
       row.first_seq,
     );
     if (after.event_id !== before.event_id) {
-      db.prepare("UPDATE room_event_ids SET event_id = ? WHERE log_id = ? AND event_id = ?").run(after.event_id, logId, before.event_id);
+      // The id index is rebuilt from the segments: every id goes back to the recent ids in memory.
+      db.prepare("DELETE FROM room_id_chunks WHERE log_id = ?").run(logId);
+      db.prepare("DELETE FROM room_id_runs WHERE log_id = ?").run(logId);
+      db.prepare("UPDATE room_logs SET ids_through = 0 WHERE log_id = ?").run(logId);
     }
   })();
 }
@@ -37,7 +40,7 @@ export function deleteStoredLog(db: Db, roomId: string): void {
   const logId = db.prepare("SELECT log_id FROM room_logs WHERE room_id = ?").pluck().get(roomId) as number | undefined;
   if (logId === undefined) return;
   db.transaction(() => {
-    for (const table of ["room_log_segments", "room_event_ids", "room_meta_events", "room_logs"]) {
+    for (const table of ["room_log_segments", "room_id_chunks", "room_id_runs", "room_meta_events", "room_logs"]) {
       db.prepare(`DELETE FROM ${table} WHERE log_id = ?`).run(logId);
     }
   })();

@@ -16,6 +16,7 @@ import {
 import { RoomsStore } from "../../store/rooms-store.js";
 import { Events } from "../events.js";
 import { GroupCommit } from "./group-commit.js";
+import { IdCompactor } from "./id-compactor.js";
 import { RoomChanges } from "./live-tail.js";
 import type { QuorumGate } from "./quorum/quorum-acks.js";
 import { RoomsMetrics } from "./rooms-metrics.js";
@@ -66,6 +67,7 @@ export class RoomLog {
   constructor(private readonly deps: RoomLogDeps) {
     const now = () => isoTime(deps.clock.now());
     this.store = new RoomsStore(deps.db, deps.gatewayId, now);
+    new IdCompactor(this.store, deps.logger);
     this.metrics = new RoomsMetrics(deps.registry, () => this.store.replicaLagMax());
     this.commits = new GroupCommit(
       this.store,

@@ -6,6 +6,7 @@ export * from "./append.js";
 export * from "./authority.js";
 export * from "./canonical-json.js";
 export * from "./hash-chain.js";
+export * from "./id-index.js";
 export * from "./invariants.js";
 export * from "./limits.js";
 export * from "./lineage.js";

@@ -9,6 +9,7 @@ import { telegramMigration } from "./007-telegram.js";
 import { routinesMigration } from "./008-routines.js";
 import { roomLogSegmentsMigration } from "./009-room-log-segments.js";
 import { profileIdsMigration } from "./010-profile-ids.js";
+import { roomIdRunsMigration } from "./011-room-id-runs.js";
 
 /**
  * The gateway's HERMES_HOME/state.db schema, numbered and applied in order at start
@@ -25,6 +26,7 @@ export const GATEWAY_MIGRATIONS: readonly Migration[] = [
   routinesMigration,
   roomLogSegmentsMigration,
   profileIdsMigration,
+  roomIdRunsMigration,
 ];
 
 /** A named profile's profiles/<name>/state.db (the default profile's transcripts live in the root one). */
