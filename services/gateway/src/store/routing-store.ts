@@ -23,9 +23,9 @@ export function loadRoutingEntries(db: Db): RoutingEntry[] {
   });
 }
 
-/** Writes what changed in the routing index, in one transaction. */
-export function persistRoutingChanges(db: Db, changes: RoutingChanges): void {
-  if (changes.upserts.length === 0 && changes.deletes.length === 0) return;
+type PersistTransaction = (changes: RoutingChanges) => void;
+
+function makePersistTransaction(db: Db): PersistTransaction {
   const upsert = statement(
     db,
     `INSERT INTO routing_records (profile_id, chat_key, session_id, origin_json, updated_at) VALUES (?, ?, ?, ?, ?)
@@ -33,7 +33,7 @@ export function persistRoutingChanges(db: Db, changes: RoutingChanges): void {
        updated_at = excluded.updated_at`,
   );
   const remove = statement(db, "DELETE FROM routing_records WHERE profile_id = (SELECT id FROM profiles WHERE name = ?) AND chat_key = ?");
-  db.transaction(() => {
+  const tx = db.transaction((changes: RoutingChanges) => {
     for (const deleted of changes.deletes) {
       const key = splitProfileKey(deleted);
       if (key) remove.run(key.profile, key.chatKey);
@@ -42,5 +42,20 @@ export function persistRoutingChanges(db: Db, changes: RoutingChanges): void {
       const { profile, chatKey, stored } = splitRoutingEntry(e);
       upsert.run(ensureProfileId(db, profile), chatKey, stored.session_id, JSON.stringify(stored.origin), stored.updated_at);
     }
-  }).immediate();
+  });
+  return (changes) => tx.immediate(changes);
+}
+
+/** Each connection's persist transaction, made once (a settled delivery persists its touched entry in its commit). */
+const persistTransactions = new WeakMap<Db, PersistTransaction>();
+
+/** Writes what changed in the routing index, in one transaction. */
+export function persistRoutingChanges(db: Db, changes: RoutingChanges): void {
+  if (changes.upserts.length === 0 && changes.deletes.length === 0) return;
+  let tx = persistTransactions.get(db);
+  if (!tx) {
+    tx = makePersistTransaction(db);
+    persistTransactions.set(db, tx);
+  }
+  tx(changes);
 }
