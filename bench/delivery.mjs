@@ -23,6 +23,8 @@
 //               bench/lib/commit-counter.mjs); state.db's are fsynced (synchronous=FULL), the profile
 //               transcripts' (NORMAL) are made durable by fsyncs of their -wal files off the event
 //               loop, counted too (`wal fsyncs`; concurrent commits to one file share one)
+//   file checks `statSync` + `existsSync` calls per delivery in both phases (the turn's config files,
+//               profile liveness and identity checks): each a system call on the event loop
 // The machine's fsync cost is measured in the same run (the ratio shows how many commits' worth of
 // time one delivery costs), and the load average is printed before and after.
 //
@@ -84,6 +86,15 @@ fs.fsync = (...args) => {
   walSyncs++;
   return realFsync(...args);
 };
+// The file-system checks on the way (config files, profile liveness): `statSync` and `existsSync` calls.
+let fileChecks = 0;
+for (const name of ["statSync", "existsSync"]) {
+  const real = fs[name];
+  fs[name] = (...args) => {
+    fileChecks++;
+    return real(...args);
+  };
+}
 syncBuiltinESMExports();
 
 let gatewayModule;
@@ -100,8 +111,9 @@ const commits = installCommitCounter(Database);
 function resetCounts() {
   commits.reset();
   walSyncs = 0;
+  fileChecks = 0;
 }
-/** Commits per delivery since `resetCounts()`: all files, the gateway's state.db alone, and the -wal fsyncs. */
+/** Commits per delivery since `resetCounts()`: all files, the gateway's state.db alone, the -wal fsyncs (and the file checks). */
 function commitsPer(deliveries, home) {
   const byFile = commits.byFile();
   const main = byFile.get(join(home, "state.db")) ?? 0;
@@ -110,6 +122,7 @@ function commitsPer(deliveries, home) {
     state_db: main / deliveries,
     transcripts: (commits.total() - main) / deliveries,
     wal_fsyncs: walSyncs / deliveries,
+    file_checks: fileChecks / deliveries,
   };
 }
 const { createLogger } = commonModule;
@@ -373,6 +386,10 @@ for (const r of results) {
     `${x.all.toFixed(2)} (state.db ${x.state_db.toFixed(2)}, transcripts ${x.transcripts.toFixed(2)}` +
     `${x.wal_fsyncs === undefined ? "" : `, wal fsyncs ${x.wal_fsyncs.toFixed(2)}`})`;
   log(`  commits per delivery: ${c(r.throughput.commits_per_delivery)} under load, ${c(l.commits_per_delivery)} one at a time`);
+  const checks = (x) => (x.file_checks === undefined ? "?" : x.file_checks.toFixed(2));
+  log(
+    `  file-system checks per delivery (statSync + existsSync): ${checks(r.throughput.commits_per_delivery)} under load, ${checks(l.commits_per_delivery)} one at a time`,
+  );
   log(`  enqueue (send → ack): p50 ${ms(l.enqueue_p50_ms)}, p99 ${ms(l.enqueue_p99_ms)}`);
   log(`  enqueue → settled:    p50 ${ms(l.settled_p50_ms)}, p99 ${ms(l.settled_p99_ms)}`);
   if (r.scenario === "openai") log(`  of which ours (minus the provider call): p50 ${ms(l.own_p50_ms)}, p99 ${ms(l.own_p99_ms)}`);
