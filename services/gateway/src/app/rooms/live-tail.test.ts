@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { LogPage, PrevPointer, RoomEvent, RoomState } from "../../core/rooms/index.js";
+import { encodeTuples, type LogPage, type PrevPointer, type RoomEvent, type RoomState, type TupleRun } from "../../core/rooms/index.js";
 import { type AnyPage, type PageSink, RoomChanges, TailSubscription } from "./live-tail.js";
 
 const ROOM = "room-1";
@@ -139,5 +139,40 @@ describe("RoomChanges.appendedAfter", () => {
     stored = state(6);
     changes.notify(ROOM, false, { state: stored, events: [event(4), event(5)] });
     expect(seen).toEqual([null, null]);
+  });
+});
+
+describe("RoomChanges.appendedRunAfter", () => {
+  const state = (lastSeq: number) => ({ room_id: ROOM, last_seq: lastSeq }) as unknown as RoomState;
+  const events = [event(3), event(4), event(5)];
+
+  it("hands the listeners of a commit its stored run when it holds every event after their cursor, and nothing outside the notification", () => {
+    const changes = new RoomChanges();
+    const stored = state(5);
+    const run = encodeTuples(events);
+    const seen: (TupleRun | null)[] = [];
+    changes.on(ROOM, () => {
+      seen.push(changes.appendedRunAfter(ROOM, stored, 3)); // the run starts before the cursor: the page slices it
+      seen.push(changes.appendedRunAfter(ROOM, stored, 2));
+      seen.push(changes.appendedRunAfter(ROOM, stored, 1)); // event 2 is not in the commit: read the store
+      seen.push(changes.appendedRunAfter(ROOM, state(5), 3)); // another stored state: read the store
+      seen.push(changes.appendedRunAfter("room-2", stored, 3));
+    });
+    changes.notify(ROOM, false, { state: stored, events, run });
+    expect(seen).toEqual([run, run, null, null, null]);
+    expect(changes.appendedRunAfter(ROOM, stored, 3)).toBeNull();
+  });
+
+  it("gives nothing for a commit without a run, with a run of other events, that rewrote stored events, or that does not reach the last seq", () => {
+    const changes = new RoomChanges();
+    const seen: (TupleRun | null)[] = [];
+    let stored = state(5);
+    changes.on(ROOM, () => seen.push(changes.appendedRunAfter(ROOM, stored, 3)));
+    changes.notify(ROOM, false, { state: stored, events });
+    changes.notify(ROOM, false, { state: stored, events, run: encodeTuples(events.slice(1)) });
+    changes.notify(ROOM, true, { state: stored, events, run: encodeTuples(events) });
+    stored = state(6);
+    changes.notify(ROOM, false, { state: stored, events, run: encodeTuples(events) });
+    expect(seen).toEqual([null, null, null, null]);
   });
 });

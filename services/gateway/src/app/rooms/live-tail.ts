@@ -1,5 +1,13 @@
 import { type HermesError, toHermesError } from "@hermes/common";
-import { decodeRun, type LogPage, type PackedLogPage, type PrevPointer, type RoomEvent, type RoomState } from "../../core/rooms/index.js";
+import {
+  decodeRun,
+  type LogPage,
+  type PackedLogPage,
+  type PrevPointer,
+  type RoomEvent,
+  type RoomState,
+  type TupleRun,
+} from "../../core/rooms/index.js";
 
 /** A page of either encoding. */
 export type AnyPage = LogPage | PackedLogPage;
@@ -24,6 +32,8 @@ function lastEvent(page: AnyPage): PrevPointer | null {
 export interface AppendedEvents {
   state: RoomState;
   events: readonly RoomEvent[];
+  /** The same events in their stored encoding (the bytes the commit wrote), when the committer has them. */
+  run?: TupleRun | undefined;
 }
 
 /** Who wants to hear that a room's log or authority changed on this gateway. */
@@ -69,12 +79,32 @@ export class RoomChanges {
    * holds there (every one through the room's last_seq, under the same stored state), else null.
    */
   appendedAfter(roomId: string, state: RoomState, since: number): readonly RoomEvent[] | null {
+    const events = this.covering(roomId, state, since)?.events;
+    if (events === undefined) return null;
+    const first = events[0]!.seq;
+    return since < first ? events : events.slice(since - first + 1);
+  }
+
+  /**
+   * The same for a page of packed tuples: the commit's run, holding every event after `since`
+   * through the room's last_seq (it may start before since + 1, like a stored segment), else null.
+   */
+  appendedRunAfter(roomId: string, state: RoomState, since: number): TupleRun | null {
+    const appended = this.covering(roomId, state, since);
+    const run = appended?.run;
+    if (run === undefined) return null;
+    // The run is the events' encoding: the same first seq and count (the store checked as much when it wrote them).
+    return run.first_seq === appended!.events[0]!.seq && run.ends.length === appended!.events.length ? run : null;
+  }
+
+  /** The commit being notified, when it is the room's stored state and holds every event after `since` through its last_seq. */
+  private covering(roomId: string, state: RoomState, since: number): AppendedEvents | null {
     const appending = this.appending;
     if (appending === null || appending.roomId !== roomId || appending.state !== state) return null;
     const { events } = appending;
     const first = events[0];
     if (first === undefined || first.seq > since + 1 || events.at(-1)!.seq !== state.last_seq) return null;
-    return since < first.seq ? events : events.slice(since - first.seq + 1);
+    return appending;
   }
 
   /** Changes whenever stored events of the room are replaced: a reader's copy of them is valid while this stays. */

@@ -1,6 +1,7 @@
 import { type Clock, type Db, HermesError, isoTime, type Logger } from "@hermes/common";
 import type { Registry } from "prom-client";
 import {
+  type AppendBatchPlan,
   type AppendOutcome,
   type AppendRequest,
   type Authority,
@@ -50,6 +51,32 @@ export interface RoomLogEventMap {
 }
 
 /**
+ * The room store as group commit uses it: it keeps the plans of its last commit (the events each room
+ * got, and their stored encoding) for the room log to hand to the live tails when it notifies that
+ * commit, so the tails need not read them back.
+ */
+class CommittingStore extends RoomsStore {
+  private lastCommit: readonly { roomId: string; plan: AppendBatchPlan }[] = [];
+
+  override commitAppends(batches: readonly { roomId: string; plan: AppendBatchPlan }[], options: { idsUnchecked?: boolean } = {}): boolean {
+    this.lastCommit = [];
+    const committed = super.commitAppends(batches, options);
+    if (committed) this.lastCommit = batches;
+    return committed;
+  }
+
+  /** The plan the last commit stored for the room. */
+  committedPlan(roomId: string): AppendBatchPlan | undefined {
+    return this.lastCommit.find((b) => b.roomId === roomId)?.plan;
+  }
+
+  /** Forgets the last commit's plans once it was notified (nothing is kept). */
+  forgetCommitted(): void {
+    this.lastCommit = [];
+  }
+}
+
+/**
  * The durable room logs of this gateway: the store, group commit (every append, a client's send or
  * the discussion driver's turn events, is acknowledged after its batch's commit), the change
  * notifications live tails wait on, and the room metrics. The rooms service (the room API) and the
@@ -65,20 +92,30 @@ export class RoomLog {
 
   constructor(private readonly deps: RoomLogDeps) {
     const now = () => isoTime(deps.clock.now());
-    this.store = new RoomsStore(deps.db, deps.gatewayId, now);
+    const store = new CommittingStore(deps.db, deps.gatewayId, now);
+    this.store = store;
     this.metrics = new RoomsMetrics(deps.registry, () => this.store.replicaLagMax());
     this.commits = new GroupCommit(
-      this.store,
+      store,
       now,
       {
         committed: (appended, batchSize) => {
           let total = 0;
-          for (const [roomId, n] of appended) {
-            total += n;
-            const state = this.store.state(roomId);
-            if (state) this.deps.quorum?.committed(roomId, state.last_seq);
-            this.changes.notify(roomId);
-            this.events.emit("appended", roomId);
+          try {
+            for (const [roomId, n] of appended) {
+              total += n;
+              const state = this.store.state(roomId);
+              if (state) this.deps.quorum?.committed(roomId, state.last_seq);
+              // The tails of the room take the committed events (and their bytes) as they are; the
+              // plan's state is the stored state only when the commit stored exactly that plan.
+              const plan = store.committedPlan(roomId);
+              const stored =
+                plan && state === plan.state && plan.appended.length === n ? { state, events: plan.appended, run: plan.run } : undefined;
+              this.changes.notify(roomId, false, stored);
+              this.events.emit("appended", roomId);
+            }
+          } finally {
+            store.forgetCommitted();
           }
           this.metrics.appends.inc(total);
           this.metrics.appendBatch.observe(batchSize);
