@@ -16,15 +16,19 @@ function eventCount(page: AnyPage): number {
   return "packed" in page ? page.packed.reduce((n, run) => n + run.ends.length, 0) : page.events.length;
 }
 
-/** The last event of a page (what the next page's `prev` is), or null for an empty page. */
-function lastEvent(page: AnyPage): PrevPointer | null {
-  if (!("packed" in page)) {
-    const last = page.events.at(-1);
-    return last === undefined ? null : { seq: last.seq, epoch: last.epoch, hash: last.hash };
+/**
+ * The last event of a page (what the next page's `prev` is), or null for an empty page. A packed
+ * page that ends with the very run a commit being notified stored has that commit's last event;
+ * any other is decoded from its last tuple.
+ */
+function lastEvent(page: AnyPage, changes: RoomChanges): PrevPointer | null {
+  let last: RoomEvent | undefined;
+  if (!("packed" in page)) last = page.events.at(-1);
+  else {
+    const run = page.packed.at(-1);
+    if (run === undefined || run.ends.length === 0) return null;
+    last = changes.appendedEventsOf(run)?.at(-1) ?? decodeRun(page.room_id, run, run.ends.length - 1, run.ends.length)[0];
   }
-  const run = page.packed.at(-1);
-  if (run === undefined || run.ends.length === 0) return null;
-  const [last] = decodeRun(page.room_id, run, run.ends.length - 1, run.ends.length);
   return last === undefined ? null : { seq: last.seq, epoch: last.epoch, hash: last.hash };
 }
 
@@ -95,6 +99,12 @@ export class RoomChanges {
     if (run === undefined) return null;
     // The run is the events' encoding: the same first seq and count (the store checked as much when it wrote them).
     return run.first_seq === appended!.events[0]!.seq && run.ends.length === appended!.events.length ? run : null;
+  }
+
+  /** While a commit is notified: its events, when `run` is the very run object it stored (their encoding). */
+  appendedEventsOf(run: TupleRun): readonly RoomEvent[] | null {
+    const appending = this.appending;
+    return appending !== null && appending.run === run && run.ends.length === appending.events.length ? appending.events : null;
   }
 
   /** The commit being notified, when it is the room's stored state and holds every event after `since` through its last_seq. */
@@ -199,7 +209,7 @@ export class TailSubscription {
         if (eventCount(page) === 0 && !this.first) break;
         this.first = false;
         this.cursor = page.cursor;
-        const last = lastEvent(page);
+        const last = lastEvent(page, this.changes);
         if (last !== null) this.prev = { event: last, rewrites };
         if (!this.sink.send(page)) await this.sink.drained();
         if (!page.has_more) break;
