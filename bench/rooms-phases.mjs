@@ -664,8 +664,25 @@ async function tailCommits({ dir, commits = 3000, warmup = 500, textBytes = 200,
     tailUsP50: percentile(tailMs, 50) * 1000,
     tailUsMean: (tailMs.reduce((a, b) => a + b, 0) / tailMs.length) * 1000,
     cpuUsPerCommit: (cpu.user + cpu.system) / commits,
+    rawCommitCpuUs: rawOneRowCommitCpuUs(join(dir, "raw.db"), commits, textBytes),
     bytes,
   };
+}
+
+/** The floor on the same disk, in the same run: CPU per bare one-row commit at synchronous=FULL (WAL). */
+function rawOneRowCommitCpuUs(file, commits, textBytes) {
+  const db = new Database(file);
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = FULL");
+  db.exec("CREATE TABLE t (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)");
+  const insert = db.prepare("INSERT INTO t (seq, body) VALUES (?, ?)");
+  const commit = db.transaction((seq) => insert.run(seq, Buffer.from(messageText(seq, textBytes))));
+  for (let i = 0; i < 200; i++) commit(i);
+  const cpu0 = process.cpuUsage();
+  for (let i = 200; i < 200 + commits; i++) commit(i);
+  const cpu = process.cpuUsage(cpu0);
+  db.close();
+  return (cpu.user + cpu.system) / commits;
 }
 
 const PHASES = {
