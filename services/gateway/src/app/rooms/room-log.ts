@@ -61,7 +61,8 @@ class CommittingStore extends RoomsStore {
   override commitAppends(batches: readonly { roomId: string; plan: AppendBatchPlan }[], options: { idsUnchecked?: boolean } = {}): boolean {
     this.lastCommit = [];
     const committed = super.commitAppends(batches, options);
-    if (committed) this.lastCommit = batches;
+    // Kept only for a commit that appended: the room log is notified of exactly those, and forgets them then.
+    if (committed && batches.some((b) => b.plan.appended.length > 0)) this.lastCommit = batches;
     return committed;
   }
 
