@@ -622,6 +622,94 @@ async function natsTail({ rate, seconds, warmupSeconds, textBytes }) {
   };
 }
 
+/**
+ * The live tail's share of a commit, in one process: one-event commits (each send awaited, so
+ * each is its own group commit at synchronous=FULL) on an authority with one live tail whose sink
+ * converts and protobuf-encodes every page as gRPC Subscribe does. `form`: `tuples` (a replica's
+ * follow stream) or `objects` (a client's subscription). Reports the time inside the commit's
+ * notification (page read, built, encoded) per commit, and the process CPU per commit.
+ */
+async function tailCommits({ dir, commits = 3000, warmup = 500, textBytes = 200, form = "tuples" }) {
+  const { gateway, common } = await load();
+  const { RoomLog } = await dist("services/gateway/dist/app/rooms/room-log.js");
+  const { Replicator } = await dist("services/gateway/dist/app/rooms/replicator.js");
+  const { roomServiceDefinition } = await dist("services/gateway/dist/api/grpc/room-service.js");
+  const { toWireAnyPage } = await dist("services/gateway/dist/api/rooms/wire.js");
+  const logger = common.createLogger("rooms", "silent");
+  const clock = common.systemClock;
+  mkdirSync(dir, { recursive: true });
+  const db = gateway.openGatewayDb(new gateway.HermesHome(dir));
+  const log = new RoomLog({ db, gatewayId: "gw-auth", clock, logger, registry: new Registry(), maxAppendsPerCommit: 1000 });
+  const replicator = new Replicator({
+    store: log.store,
+    sources: new gateway.GrpcRoomSourceFactory({ url: () => undefined, key: () => undefined }),
+    metrics: log.metrics,
+    logger,
+    now: () => new Date().toISOString(),
+    applied: (roomId, rewritten, appended) => log.changes.notify(roomId, rewritten, appended),
+    observe: () => undefined,
+  });
+  const rooms = new gateway.RoomsService({ log, replicator, gatewayId: "gw-auth", clock, logger });
+  rooms.create({ room_id: "tail", name: "tail", members: ROOM_MEMBERS });
+  const serialize = roomServiceDefinition.subscribe.responseSerialize;
+  let bytes = 0;
+  const tuples = form === "tuples";
+  rooms.subscribe(
+    { room_id: "tail", since_seq: 1, packed: tuples, tuples },
+    {
+      send: (page) => {
+        bytes += serialize(toWireAnyPage(page)).length;
+        return true;
+      },
+      drained: () => Promise.resolve(),
+      end: () => undefined,
+    },
+  );
+  const notify = log.changes.notify.bind(log.changes);
+  let tailMs = [];
+  log.changes.notify = (...a) => {
+    const t = performance.now();
+    notify(...a);
+    tailMs.push(performance.now() - t);
+  };
+  const send = (id, i) => rooms.send({ room_id: "tail", event_id: id, payload: { text: messageText(i, textBytes) } });
+  for (let i = 0; i < warmup; i++) await send(`warm-${i}`, i);
+  tailMs = [];
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  for (let i = 0; i < commits; i++) await send(`t-${i}`, i);
+  const cpu = process.cpuUsage(cpu0);
+  const secs = (performance.now() - t0) / 1000;
+  db.close();
+  tailMs.sort((a, b) => a - b);
+  return {
+    form,
+    commits: tailMs.length,
+    secs,
+    tailUsP50: percentile(tailMs, 50) * 1000,
+    tailUsMean: (tailMs.reduce((a, b) => a + b, 0) / tailMs.length) * 1000,
+    cpuUsPerCommit: (cpu.user + cpu.system) / commits,
+    rawCommitCpuUs: rawOneRowCommitCpuUs(join(dir, "raw.db"), commits, textBytes),
+    bytes,
+  };
+}
+
+/** The floor on the same disk, in the same run: CPU per bare one-row commit at synchronous=FULL (WAL). */
+function rawOneRowCommitCpuUs(file, commits, textBytes) {
+  const db = new Database(file);
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = FULL");
+  db.exec("CREATE TABLE t (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)");
+  const insert = db.prepare("INSERT INTO t (seq, body) VALUES (?, ?)");
+  const commit = db.transaction((seq) => insert.run(seq, Buffer.from(messageText(seq, textBytes))));
+  for (let i = 0; i < 200; i++) commit(i);
+  const cpu0 = process.cpuUsage();
+  for (let i = 200; i < 200 + commits; i++) commit(i);
+  const cpu = process.cpuUsage(cpu0);
+  db.close();
+  return (cpu.user + cpu.system) / commits;
+}
+
 const PHASES = {
   "append-stream": appendStream,
   "append-unary": appendUnary,
@@ -637,6 +725,7 @@ const PHASES = {
   "apply-pages": applyPages,
   "nats-mirror": natsMirror,
   tail,
+  "tail-commits": tailCommits,
   "nats-tail": natsTail,
 };
 

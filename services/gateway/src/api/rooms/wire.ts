@@ -43,22 +43,27 @@ export function toWireEvent(e: RoomEvent): WireRoomEvent {
   };
 }
 
+/**
+ * The wire message of a page holds the page's own objects, not copies: a page is made afresh by
+ * every read and never changed after (live tails share one), and its authority, lineage entries,
+ * prev and events have exactly the fields of their wire messages.
+ */
 function pageFrame(page: AnyPage): Omit<WireLogPage, "events" | "packed_events"> {
   return {
     room_id: page.room_id,
     cursor: page.cursor,
     latest_seq: page.latest_seq,
     has_more: page.has_more,
-    authority: { ...page.authority },
-    lineage: page.lineage.map((entry) => ({ ...entry })),
-    prev: page.prev === null ? undefined : { ...page.prev },
+    authority: page.authority,
+    lineage: page.lineage,
+    prev: page.prev ?? undefined,
   };
 }
 
 export function toWirePage(page: LogPage, packed: boolean): WireLogPage {
   return {
     ...pageFrame(page),
-    events: packed ? [] : page.events.map(toWireEvent),
+    events: packed ? [] : page.events,
     packed_events: packed ? packEvents(page.events) : Buffer.alloc(0),
   };
 }

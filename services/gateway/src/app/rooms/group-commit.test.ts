@@ -36,7 +36,12 @@ beforeEach(() => {
     store.createRoom(plan);
   }
   commits = [];
-  group = new GroupCommit(store, () => NOW, { committed: (rooms, size) => commits.push({ rooms: new Map(rooms), size }) }, 1000);
+  group = new GroupCommit(
+    store,
+    () => NOW,
+    { committed: (rooms, size) => commits.push({ rooms: new Map([...rooms].map(([id, plan]) => [id, plan.appended.length])), size }) },
+    1000,
+  );
 });
 
 afterEach(() => {

@@ -26,8 +26,11 @@ interface RoomBatch {
 }
 
 export interface GroupCommitHooks {
-  /** After a commit: which rooms got how many new events (metrics, live tail). */
-  committed(appendedByRoom: ReadonlyMap<string, number>, batchSize: number): void;
+  /**
+   * After a commit: the plan each room that got new events committed (its events, their stored
+   * bytes and the state it stored; for metrics and the live tails), and how many appends were answered.
+   */
+  committed(appendedByRoom: ReadonlyMap<string, AppendBatchPlan>, batchSize: number): void;
   /** `committed` threw (a bug in a listener); the appends are answered anyway. */
   listenerFailed?(err: unknown): void;
 }
@@ -113,11 +116,11 @@ export class GroupCommit {
       if (this.queue.length > 0) this.schedule();
       return;
     }
-    const appended = new Map<string, number>();
+    const appended = new Map<string, AppendBatchPlan>();
     let answered = 0;
     for (const { roomId, items, plan } of batches) {
       answered += items.length;
-      if (plan !== null && plan.appended.length > 0) appended.set(roomId, plan.appended.length);
+      if (plan !== null && plan.appended.length > 0) appended.set(roomId, plan);
     }
     try {
       if (appended.size > 0) this.hooks.committed(appended, answered);

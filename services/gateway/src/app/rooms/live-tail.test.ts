@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { LogPage, PrevPointer, RoomEvent, RoomState } from "../../core/rooms/index.js";
+import { encodeTuples, type LogPage, type PrevPointer, type RoomEvent, type RoomState, type TupleRun } from "../../core/rooms/index.js";
 import { type AnyPage, type PageSink, RoomChanges, TailSubscription } from "./live-tail.js";
 
 const ROOM = "room-1";
@@ -112,6 +112,64 @@ describe("TailSubscription", () => {
   });
 });
 
+describe("TailSubscription of packed pages", () => {
+  /** A packed page after `since` holding `run` as it is (as a page built from a commit's run holds it). */
+  const packedPage = (since: number, prev: PrevPointer | null, run: TupleRun, last: number) => ({
+    room_id: ROOM,
+    packed: [run],
+    cursor: last,
+    latest_seq: last,
+    has_more: false,
+    authority: { gateway_id: "gw", epoch: 1 },
+    lineage: [{ epoch: 1, gateway_id: "gw", start_seq: 1 }],
+    prev: since === 0 ? null : prev,
+  });
+
+  it("takes the next prev from a commit whose own run the page holds, and decodes the page's last tuple otherwise", async () => {
+    const changes = new RoomChanges();
+    const prevs: (PrevPointer | null)[] = [];
+    let run = encodeTuples([event(1), event(2)]);
+    let last = 2;
+    const { sink } = collect();
+    const sub = new TailSubscription(
+      changes,
+      ROOM,
+      0,
+      (since, prev) => {
+        prevs.push(prev);
+        return packedPage(since, prev, run, last);
+      },
+      sink,
+    );
+    await settle();
+    // Outside a notification of the page's own run: decoded from the last tuple.
+    expect(prevs).toEqual([null]);
+    // The commit's events say "h4-committed" while its run's bytes say "h4": the prev given next
+    // shows which one the subscription took (a real commit's two agree).
+    run = encodeTuples([event(3), event(4)]);
+    last = 4;
+    const state = { room_id: ROOM, last_seq: 4 } as unknown as RoomState;
+    changes.notify(ROOM, false, { state, events: [event(3), event(4, "h4-committed")], run });
+    await settle();
+    expect(prevs.at(-1)).toEqual({ seq: 2, epoch: 1, hash: "h2" });
+    run = encodeTuples([event(5)]);
+    last = 5;
+    changes.notify(ROOM);
+    await settle();
+    expect(prevs.at(-1)).toEqual({ seq: 4, epoch: 1, hash: "h4-committed" });
+    // A page with a run that is not the commit's (another object, same events) is decoded.
+    run = encodeTuples([event(6)]);
+    last = 6;
+    changes.notify(ROOM, false, { state: { ...state, last_seq: 6 }, events: [event(6, "h6-committed")], run: encodeTuples([event(6)]) });
+    await settle();
+    expect(prevs.at(-1)).toEqual({ seq: 5, epoch: 1, hash: "h5" });
+    changes.notify(ROOM);
+    await settle();
+    expect(prevs.at(-1)).toEqual({ seq: 6, epoch: 1, hash: "h6" });
+    sub.close();
+  });
+});
+
 describe("RoomChanges.appendedAfter", () => {
   const state = (lastSeq: number) => ({ room_id: ROOM, last_seq: lastSeq }) as unknown as RoomState;
 
@@ -139,5 +197,40 @@ describe("RoomChanges.appendedAfter", () => {
     stored = state(6);
     changes.notify(ROOM, false, { state: stored, events: [event(4), event(5)] });
     expect(seen).toEqual([null, null]);
+  });
+});
+
+describe("RoomChanges.appendedRunAfter", () => {
+  const state = (lastSeq: number) => ({ room_id: ROOM, last_seq: lastSeq }) as unknown as RoomState;
+  const events = [event(3), event(4), event(5)];
+
+  it("hands the listeners of a commit its stored run when it holds every event after their cursor, and nothing outside the notification", () => {
+    const changes = new RoomChanges();
+    const stored = state(5);
+    const run = encodeTuples(events);
+    const seen: (TupleRun | null)[] = [];
+    changes.on(ROOM, () => {
+      seen.push(changes.appendedRunAfter(ROOM, stored, 3)); // the run starts before the cursor: the page slices it
+      seen.push(changes.appendedRunAfter(ROOM, stored, 2));
+      seen.push(changes.appendedRunAfter(ROOM, stored, 1)); // event 2 is not in the commit: read the store
+      seen.push(changes.appendedRunAfter(ROOM, state(5), 3)); // another stored state: read the store
+      seen.push(changes.appendedRunAfter("room-2", stored, 3));
+    });
+    changes.notify(ROOM, false, { state: stored, events, run });
+    expect(seen).toEqual([run, run, null, null, null]);
+    expect(changes.appendedRunAfter(ROOM, stored, 3)).toBeNull();
+  });
+
+  it("gives nothing for a commit without a run, with a run of other events, that rewrote stored events, or that does not reach the last seq", () => {
+    const changes = new RoomChanges();
+    const seen: (TupleRun | null)[] = [];
+    let stored = state(5);
+    changes.on(ROOM, () => seen.push(changes.appendedRunAfter(ROOM, stored, 3)));
+    changes.notify(ROOM, false, { state: stored, events });
+    changes.notify(ROOM, false, { state: stored, events, run: encodeTuples(events.slice(1)) });
+    changes.notify(ROOM, true, { state: stored, events, run: encodeTuples(events) });
+    stored = state(6);
+    changes.notify(ROOM, false, { state: stored, events, run: encodeTuples(events) });
+    expect(seen).toEqual([null, null, null, null]);
   });
 });

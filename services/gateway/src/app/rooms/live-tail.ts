@@ -1,5 +1,13 @@
 import { type HermesError, toHermesError } from "@hermes/common";
-import { decodeRun, type LogPage, type PackedLogPage, type PrevPointer, type RoomEvent, type RoomState } from "../../core/rooms/index.js";
+import {
+  decodeRun,
+  type LogPage,
+  type PackedLogPage,
+  type PrevPointer,
+  type RoomEvent,
+  type RoomState,
+  type TupleRun,
+} from "../../core/rooms/index.js";
 
 /** A page of either encoding. */
 export type AnyPage = LogPage | PackedLogPage;
@@ -8,15 +16,19 @@ function eventCount(page: AnyPage): number {
   return "packed" in page ? page.packed.reduce((n, run) => n + run.ends.length, 0) : page.events.length;
 }
 
-/** The last event of a page (what the next page's `prev` is), or null for an empty page. */
-function lastEvent(page: AnyPage): PrevPointer | null {
-  if (!("packed" in page)) {
-    const last = page.events.at(-1);
-    return last === undefined ? null : { seq: last.seq, epoch: last.epoch, hash: last.hash };
+/**
+ * The last event of a page (what the next page's `prev` is), or null for an empty page. A packed
+ * page that ends with the very run a commit being notified stored has that commit's last event;
+ * any other is decoded from its last tuple.
+ */
+function lastEvent(page: AnyPage, changes: RoomChanges): PrevPointer | null {
+  let last: RoomEvent | undefined;
+  if (!("packed" in page)) last = page.events.at(-1);
+  else {
+    const run = page.packed.at(-1);
+    if (run === undefined || run.ends.length === 0) return null;
+    last = changes.appendedEventsOf(run)?.at(-1) ?? decodeRun(page.room_id, run, run.ends.length - 1, run.ends.length)[0];
   }
-  const run = page.packed.at(-1);
-  if (run === undefined || run.ends.length === 0) return null;
-  const [last] = decodeRun(page.room_id, run, run.ends.length - 1, run.ends.length);
   return last === undefined ? null : { seq: last.seq, epoch: last.epoch, hash: last.hash };
 }
 
@@ -24,6 +36,8 @@ function lastEvent(page: AnyPage): PrevPointer | null {
 export interface AppendedEvents {
   state: RoomState;
   events: readonly RoomEvent[];
+  /** The same events in their stored encoding (the bytes the commit wrote), when the committer has them. */
+  run?: TupleRun | undefined;
 }
 
 /** Who wants to hear that a room's log or authority changed on this gateway. */
@@ -69,12 +83,38 @@ export class RoomChanges {
    * holds there (every one through the room's last_seq, under the same stored state), else null.
    */
   appendedAfter(roomId: string, state: RoomState, since: number): readonly RoomEvent[] | null {
+    const events = this.covering(roomId, state, since)?.events;
+    if (events === undefined) return null;
+    const first = events[0]!.seq;
+    return since < first ? events : events.slice(since - first + 1);
+  }
+
+  /**
+   * The same for a page of packed tuples: the commit's run, holding every event after `since`
+   * through the room's last_seq (it may start before since + 1, like a stored segment), else null.
+   */
+  appendedRunAfter(roomId: string, state: RoomState, since: number): TupleRun | null {
+    const appended = this.covering(roomId, state, since);
+    const run = appended?.run;
+    if (run === undefined) return null;
+    // The run is the events' encoding: the same first seq and count (the store checked as much when it wrote them).
+    return run.first_seq === appended!.events[0]!.seq && run.ends.length === appended!.events.length ? run : null;
+  }
+
+  /** While a commit is notified: its events, when `run` is the very run object it stored (their encoding). */
+  appendedEventsOf(run: TupleRun): readonly RoomEvent[] | null {
+    const appending = this.appending;
+    return appending !== null && appending.run === run && run.ends.length === appending.events.length ? appending.events : null;
+  }
+
+  /** The commit being notified, when it is the room's stored state and holds every event after `since` through its last_seq. */
+  private covering(roomId: string, state: RoomState, since: number): AppendedEvents | null {
     const appending = this.appending;
     if (appending === null || appending.roomId !== roomId || appending.state !== state) return null;
     const { events } = appending;
     const first = events[0];
     if (first === undefined || first.seq > since + 1 || events.at(-1)!.seq !== state.last_seq) return null;
-    return since < first.seq ? events : events.slice(since - first.seq + 1);
+    return appending;
   }
 
   /** Changes whenever stored events of the room are replaced: a reader's copy of them is valid while this stays. */
@@ -169,7 +209,7 @@ export class TailSubscription {
         if (eventCount(page) === 0 && !this.first) break;
         this.first = false;
         this.cursor = page.cursor;
-        const last = lastEvent(page);
+        const last = lastEvent(page, this.changes);
         if (last !== null) this.prev = { event: last, rewrites };
         if (!this.sink.send(page)) await this.sink.drained();
         if (!page.has_more) break;

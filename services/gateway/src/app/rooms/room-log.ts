@@ -75,11 +75,14 @@ export class RoomLog {
       {
         committed: (appended, batchSize) => {
           let total = 0;
-          for (const [roomId, n] of appended) {
-            total += n;
+          for (const [roomId, plan] of appended) {
+            total += plan.appended.length;
             const state = this.store.state(roomId);
             if (state) this.deps.quorum?.committed(roomId, state.last_seq);
-            this.changes.notify(roomId);
+            // The tails of the room take the committed events (and their bytes) as they are; the
+            // plan's state is the stored state only when the commit stored exactly that plan.
+            const stored = plan.state === state ? { state, events: plan.appended, run: plan.run } : undefined;
+            this.changes.notify(roomId, false, stored);
             this.events.emit("appended", roomId);
           }
           this.metrics.appends.inc(total);

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { createLogger, openDatabase } from "@hermes/common";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { decodeRun, MAX_REPLICATION_LOG_LIMIT, packedBytes } from "../../core/rooms/index.js";
 import { GATEWAY_MIGRATIONS } from "../../store/migrations/index.js";
 import type { AnyPage, PageSink } from "./live-tail.js";
 import { Replicator } from "./replicator.js";
@@ -114,5 +115,52 @@ describe("a replica's live tail", () => {
     storeReads.mockRestore();
     expect(sub.pages.flatMap(seqsOf)).toEqual([2, 3, 4, 5, 6, 7]);
     expect(sub.pages.at(-1)).toEqual(replica.log({ room_id: "r", since_seq: 5 }));
+  });
+});
+
+describe("the authority's live tail", () => {
+  /** The events of a page, decoded (a packed page's runs may start before its cursor's since). */
+  const eventsOf = (page: AnyPage) =>
+    "packed" in page
+      ? page.packed.flatMap((run) => decodeRun(page.room_id, run)).filter((e) => e.seq > (page.prev?.seq ?? 0) && e.seq <= page.cursor)
+      : page.events;
+
+  it("pages each commit from the events and bytes it stored, not read back, and they are the stored log's", async () => {
+    const rooms = service();
+    const packed = tail();
+    const objects = tail();
+    rooms.subscribe({ room_id: "r", since_seq: 1, packed: true, tuples: true }, packed.sink);
+    rooms.subscribe({ room_id: "r", since_seq: 1 }, objects.sink);
+    await rooms.send({ room_id: "r", event_id: "m0", payload: { text: "first" } }); // the tails read the event at their cursor once
+    const packedReads = vi.spyOn(rooms.store, "packedEvents");
+    const eventReads = vi.spyOn(rooms.store, "events");
+    await Promise.all([1, 2, 3].map((i) => rooms.send({ room_id: "r", event_id: `m${i}`, payload: { text: `hello ${i}` } })));
+    await rooms.send({ room_id: "r", event_id: "m4", payload: { text: "last" } });
+    expect(packedReads).not.toHaveBeenCalled();
+    expect(eventReads).not.toHaveBeenCalled();
+    packedReads.mockRestore();
+    eventReads.mockRestore();
+    expect(packed.pages.flatMap(seqsOf)).toEqual([2, 3, 4, 5, 6]);
+    expect(objects.pages.flatMap(seqsOf)).toEqual([2, 3, 4, 5, 6]);
+    const last = packed.pages.at(-1)!;
+    const stored = rooms.logPacked({ room_id: "r", since_seq: 5, limit: MAX_REPLICATION_LOG_LIMIT });
+    expect({ ...last, packed: packedBytes((last as typeof stored).packed) }).toEqual({ ...stored, packed: packedBytes(stored.packed) });
+    expect(packed.pages.flatMap(eventsOf)).toEqual(rooms.log({ room_id: "r", since_seq: 1 }).events);
+    expect(objects.pages.at(-1)).toEqual(rooms.log({ room_id: "r", since_seq: 5 }));
+  });
+
+  it("a commit that met a stored event id (a retry) pages only what the second commit stored", async () => {
+    const rooms = service();
+    await rooms.send({ room_id: "r", event_id: "m0", payload: { text: "first" } });
+    const packed = tail();
+    rooms.subscribe({ room_id: "r", since_seq: 2, packed: true, tuples: true }, packed.sink);
+    // One flush: a retry of m0 (answered by the stored event) and a new m1.
+    const [retry] = await Promise.all([
+      rooms.send({ room_id: "r", event_id: "m0", payload: { text: "first" } }),
+      rooms.send({ room_id: "r", event_id: "m1", payload: { text: "second" } }),
+    ]);
+    expect(retry.idempotent).toBe(true);
+    expect(packed.pages.flatMap(seqsOf)).toEqual([3]);
+    expect(packed.pages.flatMap(eventsOf)).toEqual(rooms.log({ room_id: "r", since_seq: 2 }).events);
   });
 });

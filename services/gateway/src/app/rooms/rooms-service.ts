@@ -359,10 +359,14 @@ export class RoomsService {
     return buildLogPage(state, read, prev, events);
   }
 
-  /** A replication page: the same page with events read and sent as packed tuples (no row objects). */
+  /**
+   * A replication page: the same page with events read and sent as packed tuples (no row objects).
+   * While a commit is notified, its stored bytes are taken as they are, not read back.
+   */
   logPacked(params: LogParams, knownPrev: PrevPointer | null = null): PackedLogPage {
     const { roomId, state, read, prev } = this.planRead({ ...params, packed: true }, knownPrev);
-    return buildPackedLogPage(state, read, prev, this.store.packedEvents(roomId, read.since_seq, read.limit));
+    const appended = this.changes.appendedRunAfter(roomId, state, read.since_seq);
+    return buildPackedLogPage(state, read, prev, appended ? [appended] : this.store.packedEvents(roomId, read.since_seq, read.limit));
   }
 
   /** `knownPrev`: the stored event at since_seq, when the caller holds it (a live tail), so it is not read again. */
