@@ -449,7 +449,6 @@ async function rawApply({ from, room, pageEvents, dir, layout }) {
 async function applyPages({ from, room, dir, limit = 5000, events: wanted = Number.POSITIVE_INFINITY }) {
   const { gateway, common, proto } = await load();
   const { toWireAnyPage } = await dist("services/gateway/dist/api/rooms/wire.js");
-  const { Replicator } = await dist("services/gateway/dist/app/rooms/replicator.js");
   const { RoomLog } = await dist("services/gateway/dist/app/rooms/room-log.js");
   const logger = common.createLogger("rooms", "silent");
   const clock = common.systemClock;
@@ -472,18 +471,7 @@ async function applyPages({ from, room, dir, limit = 5000, events: wanted = Numb
     if (!page.has_more) break;
   }
   source.close();
-  mkdirSync(dir, { recursive: true });
-  const db = gateway.openGatewayDb(new gateway.HermesHome(dir));
-  const log = new RoomLog({ db, gatewayId: "gw-replica", clock, logger, registry: new Registry(), maxAppendsPerCommit: 1000 });
-  const replicator = new Replicator({
-    store: log.store,
-    sources: new gateway.GrpcRoomSourceFactory({ url: () => undefined, key: () => undefined }),
-    metrics: log.metrics,
-    logger,
-    now: () => new Date().toISOString(),
-    applied: () => undefined,
-    observe: () => undefined,
-  });
+  const { db, replicator } = await roomLogAt(dir, "gw-replica", () => undefined);
   let decodeMs = 0;
   let applyMs = 0;
   let mergeMs = 0;
@@ -629,26 +617,41 @@ async function natsTail({ rate, seconds, warmupSeconds, textBytes }) {
  * follow stream) or `objects` (a client's subscription). Reports the time inside the commit's
  * notification (page read, built, encoded) per commit, and the process CPU per commit.
  */
-async function tailCommits({ dir, commits = 3000, warmup = 500, textBytes = 200, form = "tuples" }) {
+/**
+ * A gateway's room log and replicator in this process, on a fresh state.db in `dir` (no network:
+ * the replicator only applies pages handed to it). `applied(log)` is the replicator's hook.
+ */
+async function roomLogAt(dir, gatewayId, applied) {
   const { gateway, common } = await load();
   const { RoomLog } = await dist("services/gateway/dist/app/rooms/room-log.js");
   const { Replicator } = await dist("services/gateway/dist/app/rooms/replicator.js");
-  const { roomServiceDefinition } = await dist("services/gateway/dist/api/grpc/room-service.js");
-  const { toWireAnyPage } = await dist("services/gateway/dist/api/rooms/wire.js");
   const logger = common.createLogger("rooms", "silent");
-  const clock = common.systemClock;
   mkdirSync(dir, { recursive: true });
   const db = gateway.openGatewayDb(new gateway.HermesHome(dir));
-  const log = new RoomLog({ db, gatewayId: "gw-auth", clock, logger, registry: new Registry(), maxAppendsPerCommit: 1000 });
+  const log = new RoomLog({ db, gatewayId, clock: common.systemClock, logger, registry: new Registry(), maxAppendsPerCommit: 1000 });
   const replicator = new Replicator({
     store: log.store,
     sources: new gateway.GrpcRoomSourceFactory({ url: () => undefined, key: () => undefined }),
     metrics: log.metrics,
     logger,
     now: () => new Date().toISOString(),
-    applied: (roomId, rewritten, appended) => log.changes.notify(roomId, rewritten, appended),
+    applied: applied(log),
     observe: () => undefined,
   });
+  return { db, log, replicator };
+}
+
+async function tailCommits({ dir, commits = 3000, warmup = 500, textBytes = 200, form = "tuples" }) {
+  const { gateway, common } = await load();
+  const { roomServiceDefinition } = await dist("services/gateway/dist/api/grpc/room-service.js");
+  const { toWireAnyPage } = await dist("services/gateway/dist/api/rooms/wire.js");
+  const logger = common.createLogger("rooms", "silent");
+  const clock = common.systemClock;
+  const { db, log, replicator } = await roomLogAt(
+    dir,
+    "gw-auth",
+    (log) => (roomId, rewritten, appended) => log.changes.notify(roomId, rewritten, appended),
+  );
   const rooms = new gateway.RoomsService({ log, replicator, gatewayId: "gw-auth", clock, logger });
   rooms.create({ room_id: "tail", name: "tail", members: ROOM_MEMBERS });
   const serialize = roomServiceDefinition.subscribe.responseSerialize;

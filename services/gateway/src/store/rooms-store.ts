@@ -151,11 +151,10 @@ interface IdRun extends IdRunInfo {
 }
 
 /**
- * A log's event id index in memory: the ids of the events after `idsThrough` (hash → seq, or seqs
+ * A log's event id index in memory: the ids of the events after room_logs.ids_through (hash → seq, or seqs
  * when two ids share a hash), which the segments hold and no run yet, and the stored runs.
  */
 interface IdIndex {
-  idsThrough: number;
   recent: Map<number, number | number[]>;
   recentCount: number;
   runs: IdRun[];
@@ -936,7 +935,7 @@ export class RoomsStore {
       runs.push({ run_id, level, count, merging_into, merged_below, filter });
     }
     const idsThrough = this.stmt.idsThrough.get(log.logId) as number;
-    const index: IdIndex = { idsThrough, recent: new Map(), recentCount: 0, runs };
+    const index: IdIndex = { recent: new Map(), recentCount: 0, runs };
     for (const event of this.events(roomId, idsThrough, log.lastSeq - idsThrough)) {
       addRecent(index, eventIdHash(event.event_id), event.seq);
     }
@@ -1020,7 +1019,6 @@ export class RoomsStore {
     index.runs.push(run);
     index.recent.clear();
     index.recentCount = 0;
-    index.idsThrough = log.lastSeq;
     this.stmt.setIdsThrough.run(log.lastSeq, log.logId);
     if (planIdMerge(index.runs) !== null) this.idWork?.();
   }
