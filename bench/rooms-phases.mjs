@@ -471,7 +471,7 @@ async function applyPages({ from, room, dir, limit = 5000, events: wanted = Numb
     if (!page.has_more) break;
   }
   source.close();
-  const { db, replicator } = await roomLogAt(dir, "gw-replica", () => undefined);
+  const { db, replicator } = await roomLogAt(dir, "gw-replica", () => () => undefined);
   let decodeMs = 0;
   let applyMs = 0;
   let mergeMs = 0;
