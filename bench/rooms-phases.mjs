@@ -282,7 +282,7 @@ async function rawTarget(dir, layout, synchronous) {
   });
   // The ids wait in memory and are written as a sorted run every ID_RUN_KEYS, as the store does
   // (its merges of runs, done in steps between commits, are not part of this floor).
-  let waiting = new Map();
+  let waiting = new core.RecentIds();
   let runId = 0;
   return {
     prepare(batch) {
@@ -290,10 +290,10 @@ async function rawTarget(dir, layout, synchronous) {
         const last = run.first_seq + run.ends.length - 1;
         return [logId, run.first_seq, last, batch[last - batch[0].seq].epoch, core.endsToBytes(run.ends), Buffer.from(run.body)];
       });
-      for (const e of batch) waiting.set(core.eventIdHash(e.event_id), e.seq);
+      for (const e of batch) waiting.add(core.eventIdHash(e.event_id), e.seq);
       let flush = null;
       if (core.shouldFlushIds(waiting.size)) {
-        const sorted = core.sortedIdKeys(waiting, waiting.size);
+        const sorted = waiting.sortedKeys();
         const filter = core.IdFilter.forKeys(sorted.length / 2);
         for (let i = 0; i < sorted.length; i += 2) filter.add(sorted[i]);
         runId++;
@@ -301,7 +301,7 @@ async function rawTarget(dir, layout, synchronous) {
           .cutIdChunks(sorted)
           .map(([from, to]) => [logId, runId, sorted[2 * from], Buffer.from(core.encodeIdChunk(sorted, from, to))]);
         flush = { runId, count: sorted.length / 2, filter: Buffer.from(filter.bytes()), chunks };
-        waiting = new Map();
+        waiting = new core.RecentIds();
       }
       return () => write.immediate(segments, flush);
     },

@@ -35,6 +35,7 @@ import {
   type PromotePlan,
   planIdMerge,
   type QuorumPolicy,
+  RecentIds,
   type ReplicationDecision,
   type RoomEvent,
   type RoomState,
@@ -43,7 +44,6 @@ import {
   seqsOfHash,
   shouldFlushIds,
   sliceRun,
-  sortedIdKeys,
   type TupleRun,
   withHosts,
   withoutIdKey,
@@ -151,12 +151,11 @@ interface IdRun extends IdRunInfo {
 }
 
 /**
- * A log's event id index in memory: the ids of the events after room_logs.ids_through (hash → seq, or seqs
- * when two ids share a hash), which the segments hold and no run yet, and the stored runs.
+ * A log's event id index in memory: the ids of the events after room_logs.ids_through, which the
+ * segments hold and no run yet, and the stored runs.
  */
 interface IdIndex {
-  recent: Map<number, number | number[]>;
-  recentCount: number;
+  recent: RecentIds;
   runs: IdRun[];
 }
 
@@ -935,9 +934,9 @@ export class RoomsStore {
       runs.push({ run_id, level, count, merging_into, merged_below, filter });
     }
     const idsThrough = this.stmt.idsThrough.get(log.logId) as number;
-    const index: IdIndex = { recent: new Map(), recentCount: 0, runs };
+    const index: IdIndex = { recent: new RecentIds(), runs };
     for (const event of this.events(roomId, idsThrough, log.lastSeq - idsThrough)) {
-      addRecent(index, eventIdHash(event.event_id), event.seq);
+      index.recent.add(eventIdHash(event.event_id), event.seq);
     }
     log.ids = index;
     if (planIdMerge(runs) !== null || runs.some((r) => r.merged_below !== null)) this.idWork?.();
@@ -949,8 +948,7 @@ export class RoomsStore {
    * key can be in its source and its target: a seq is listed once.
    */
   private idCandidates(log: LogTail, index: IdIndex, hash: number): number[] {
-    const recent = index.recent.get(hash);
-    const seqs = recent === undefined ? [] : typeof recent === "number" ? [recent] : [...recent];
+    const seqs = index.recent.seqsOf(hash);
     for (const run of index.runs) {
       if (!run.filter.mayContain(hash)) continue;
       const row = this.stmt.chunkAt.get(log.logId, run.run_id, hash) as [number, Buffer] | undefined;
@@ -999,9 +997,9 @@ export class RoomsStore {
       if ((knownNew ? index.recent.has(hash) : mayBeIndexed(index, hash)) && this.idStoredBefore(roomId, log, index, event, hash)) {
         throw new HermesError("internal", `room ${roomId}: event id ${event.event_id} (seq ${event.seq}) is already stored`);
       }
-      addRecent(index, hash, event.seq);
+      index.recent.add(hash, event.seq);
     }
-    if (shouldFlushIds(index.recentCount)) this.flushIds(log, index);
+    if (shouldFlushIds(index.recent.size)) this.flushIds(log, index);
   }
 
   /** Whether `event`'s id is stored at a seq before its own (it is being appended: its segment is written). */
@@ -1011,14 +1009,13 @@ export class RoomsStore {
 
   /** Writes the recent ids as a new run of level 0 and moves ids_through to the log's end. */
   private flushIds(log: LogTail, index: IdIndex): void {
-    const sorted = sortedIdKeys(index.recent, index.recentCount);
-    const filter = IdFilter.forKeys(index.recentCount);
+    const sorted = index.recent.sortedKeys();
+    const filter = IdFilter.forKeys(index.recent.size);
     addToFilter(filter, sorted);
-    const run = this.insertIdRun(log, index, 0, index.recentCount, filter);
+    const run = this.insertIdRun(log, index, 0, index.recent.size, filter);
     this.insertIdChunks(log.logId, run.run_id, sorted);
     index.runs.push(run);
     index.recent.clear();
-    index.recentCount = 0;
     this.stmt.setIdsThrough.run(log.lastSeq, log.logId);
     if (planIdMerge(index.runs) !== null) this.idWork?.();
   }
@@ -1207,15 +1204,6 @@ export class RoomsStore {
     }
     this.stmt.setIdsThrough.run(fromSeq - 1, log.logId);
   }
-}
-
-/** Adds a recent id (hash → seq; seqs when ids share a hash). */
-function addRecent(index: IdIndex, hash: number, seq: number): void {
-  const known = index.recent.get(hash);
-  if (known === undefined) index.recent.set(hash, seq);
-  else if (typeof known === "number") index.recent.set(hash, [known, seq]);
-  else known.push(seq);
-  index.recentCount++;
 }
 
 /** The hashes of the events' ids. */

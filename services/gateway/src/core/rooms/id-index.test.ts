@@ -17,23 +17,19 @@ import {
   joinIdKeys,
   mergeIdKeys,
   planIdMerge,
+  RecentIds,
   seqsOfHash,
   shouldFlushIds,
-  sortedIdKeys,
   withoutIdKey,
 } from "./id-index.js";
 
 /** Keys from (hash, seq) pairs. */
 const keys = (...pairs: [number, number][]) => Float64Array.from(pairs.flat());
-/** Sorted keys of pairs, through the map the store keeps. */
+/** Sorted keys of pairs, through the table the store keeps. */
 function sorted(pairs: readonly [number, number][]): Float64Array {
-  const bySeq = new Map<number, number | number[]>();
-  for (const [hash, seq] of pairs) {
-    const known = bySeq.get(hash);
-    // The map holds each hash's seqs ascending (the store adds them in log order).
-    bySeq.set(hash, known === undefined ? seq : [...(typeof known === "number" ? [known] : known), seq].sort((x, y) => x - y));
-  }
-  return sortedIdKeys(bySeq, pairs.length);
+  const recent = new RecentIds();
+  for (const [hash, seq] of pairs) recent.add(hash, seq);
+  return recent.sortedKeys();
 }
 const pairsOf = (k: Float64Array) => Array.from({ length: k.length / 2 }, (_, i) => [k[2 * i]!, k[2 * i + 1]!]);
 
@@ -147,7 +143,7 @@ describe("the merge policy", () => {
 });
 
 describe("keys, chunks and their encoding", () => {
-  it("sorts by hash then seq, and checks the count it was told", () => {
+  it("holds the recent ids: every seq of a hash, found again, sorted by hash then seq, through growth", () => {
     expect(
       pairsOf(
         sorted([
@@ -163,7 +159,22 @@ describe("keys, chunks and their encoding", () => {
       [9, 1],
       [9, 3],
     ]);
-    expect(() => sortedIdKeys(new Map([[1, 2]]), 2)).toThrow(/2 keys were announced, 1 given/);
+    const recent = new RecentIds();
+    const pairs: [number, number][] = [];
+    for (let seq = 1; seq <= 5000; seq++) {
+      // Every 100th seq shares its hash with the one before (two ids, one hash); hashes span all 53 bits.
+      const hash = seq % 100 === 0 ? pairs.at(-1)![0] : eventIdHash(`id-${seq}`);
+      recent.add(hash, seq);
+      pairs.push([hash, seq]);
+    }
+    expect(recent.size).toBe(5000);
+    for (const [hash] of pairs) expect(recent.has(hash)).toBe(true);
+    expect(recent.seqsOf(pairs[99]![0])).toEqual([99, 100]);
+    expect(recent.has(eventIdHash("never"))).toBe(false);
+    expect(pairsOf(recent.sortedKeys())).toEqual([...pairs].sort((x, y) => x[0] - y[0] || x[1] - y[1]));
+    expect(() => recent.add(1, 0)).toThrow(RangeError);
+    recent.clear();
+    expect([recent.size, recent.has(pairs[0]![0]), recent.sortedKeys().length]).toEqual([0, false, 0]);
   });
 
   it("merges sorted arrays into the sort of them all", () => {
@@ -198,7 +209,7 @@ describe("keys, chunks and their encoding", () => {
   });
 
   it("cuts chunks of about ID_CHUNK_KEYS keys and never between two keys of one hash", () => {
-    const pairs: [number, number][] = Array.from({ length: 3 * ID_CHUNK_KEYS }, (_, i) => [i, i]);
+    const pairs: [number, number][] = Array.from({ length: 3 * ID_CHUNK_KEYS }, (_, i) => [i, i + 1]);
     // A hash with many seqs across the first boundary.
     for (let i = 0; i < 10; i++) pairs[ID_CHUNK_KEYS - 5 + i] = [ID_CHUNK_KEYS - 5, 1000 + i];
     const k = sorted(pairs);

@@ -189,25 +189,80 @@ export function shouldFlushIds(recent: number): boolean {
 export type IdKeys = Float64Array;
 
 /**
- * Keys in index order from a map of hash → seq (or seqs, ascending): the hashes sorted by the
- * typed array's own numeric sort, which is far faster than sorting pairs with a comparator.
+ * The recent ids of a log: (hash, seq) pairs in an open-addressing table of two typed arrays (no
+ * object per id, nothing for the collector). Pairs with one hash are all kept (two ids may share
+ * it); seqs are at least 1, so 0 marks a free slot. Grows by doubling at half full.
  */
-export function sortedIdKeys(bySeq: ReadonlyMap<number, number | readonly number[]>, count: number): IdKeys {
-  const hashes = new Float64Array(bySeq.size);
-  let n = 0;
-  for (const hash of bySeq.keys()) hashes[n++] = hash;
-  hashes.sort();
-  const out = new Float64Array(2 * count);
-  let at = 0;
-  for (const hash of hashes) {
-    const seqs = bySeq.get(hash)!;
-    for (const seq of typeof seqs === "number" ? [seqs] : seqs) {
-      out[at++] = hash;
-      out[at++] = seq;
-    }
+export class RecentIds {
+  private hashes = new Float64Array(1024);
+  private seqs = new Float64Array(1024);
+  private count = 0;
+
+  get size(): number {
+    return this.count;
   }
-  if (at !== out.length) throw new RangeError(`${count} keys were announced, ${at / 2} given`);
-  return out;
+
+  add(hash: number, seq: number): void {
+    if (!(seq >= 1)) throw new RangeError(`a seq is at least 1, not ${seq}`);
+    if (2 * (this.count + 1) > this.seqs.length) this.grow();
+    this.put(hash, seq);
+    this.count++;
+  }
+
+  /** Whether a pair with this hash is held. */
+  has(hash: number): boolean {
+    const mask = this.seqs.length - 1;
+    for (let at = hash & mask; this.seqs[at] !== 0; at = (at + 1) & mask) if (this.hashes[at] === hash) return true;
+    return false;
+  }
+
+  /** The seqs held under this hash, ascending. */
+  seqsOf(hash: number): number[] {
+    const found: number[] = [];
+    const mask = this.seqs.length - 1;
+    for (let at = hash & mask; this.seqs[at] !== 0; at = (at + 1) & mask) if (this.hashes[at] === hash) found.push(this.seqs[at]!);
+    return found.sort((x, y) => x - y);
+  }
+
+  /** Every pair, in index order (by hash, then seq): the hashes sorted by the typed array's own numeric sort. */
+  sortedKeys(): IdKeys {
+    const order = new Float64Array(this.count);
+    let n = 0;
+    for (let at = 0; at < this.seqs.length; at++) if (this.seqs[at] !== 0) order[n++] = this.hashes[at]!;
+    order.sort();
+    const out = new Float64Array(2 * this.count);
+    let k = 0;
+    for (let i = 0; i < order.length; i++) {
+      const hash = order[i]!;
+      if (i > 0 && order[i - 1] === hash) continue; // the first of equal hashes wrote them all
+      for (const seq of this.seqsOf(hash)) {
+        out[k++] = hash;
+        out[k++] = seq;
+      }
+    }
+    return out;
+  }
+
+  clear(): void {
+    this.hashes = new Float64Array(1024);
+    this.seqs = new Float64Array(1024);
+    this.count = 0;
+  }
+
+  private put(hash: number, seq: number): void {
+    const mask = this.seqs.length - 1;
+    let at = hash & mask;
+    while (this.seqs[at] !== 0) at = (at + 1) & mask;
+    this.hashes[at] = hash;
+    this.seqs[at] = seq;
+  }
+
+  private grow(): void {
+    const { hashes, seqs } = this;
+    this.hashes = new Float64Array(2 * hashes.length);
+    this.seqs = new Float64Array(2 * seqs.length);
+    for (let at = 0; at < seqs.length; at++) if (seqs[at] !== 0) this.put(hashes[at]!, seqs[at]!);
+  }
 }
 
 /** Sorted key arrays merged into one sorted array (pairwise, so each key is copied log2(parts) times). */

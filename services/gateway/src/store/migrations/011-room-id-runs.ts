@@ -1,5 +1,5 @@
 import { HermesError, type Migration } from "@hermes/common";
-import { cutIdChunks, encodeIdChunk, eventIdHash, IdFilter, idRunLevel, sortedIdKeys } from "../../core/rooms/index.js";
+import { cutIdChunks, encodeIdChunk, eventIdHash, IdFilter, idRunLevel, RecentIds } from "../../core/rooms/index.js";
 
 /**
  * Rooms, fifth step: the event id index as sorted runs (core/rooms/id-index.ts). `room_event_ids`
@@ -48,17 +48,16 @@ export const roomIdRunsMigration: Migration = {
       )
       .raw(true)
       .all() as [number, string, number][];
-    const ids = db.prepare("SELECT event_id, seq FROM room_event_ids WHERE log_id = ?").raw(true);
+    const oldIds = db.prepare("SELECT event_id, seq FROM room_event_ids WHERE log_id = ?").raw(true);
     const addChunk = db.prepare("INSERT INTO room_id_chunks (log_id, run_id, first_hash, keys) VALUES (?, 1, ?, ?)");
     const addRun = db.prepare(
       "INSERT INTO room_id_runs (log_id, run_id, level, count, merging_into, merged_below, filter) VALUES (?, 1, ?, ?, NULL, NULL, ?)",
     );
     const setThrough = db.prepare("UPDATE room_logs SET ids_through = ? WHERE log_id = ?");
     for (const [logId, roomId, lastSeq] of logs) {
-      const bySeq = new Map<number, number | number[]>();
-      let count = 0;
+      const ids = new RecentIds();
       const seen = new Uint8Array(lastSeq + 1);
-      for (const [eventId, seq] of ids.iterate(logId) as Iterable<[string, number]>) {
+      for (const [eventId, seq] of oldIds.iterate(logId) as Iterable<[string, number]>) {
         if (seq < 1 || seq > lastSeq || seen[seq] === 1) {
           throw new HermesError(
             "database_corrupt",
@@ -66,19 +65,16 @@ export const roomIdRunsMigration: Migration = {
           );
         }
         seen[seq] = 1;
-        count++;
-        const hash = eventIdHash(eventId);
-        const known = bySeq.get(hash);
-        bySeq.set(hash, known === undefined ? seq : [...(typeof known === "number" ? [known] : known), seq].sort((a, b) => a - b));
+        ids.add(eventIdHash(eventId), seq);
       }
-      if (count !== lastSeq) {
+      if (ids.size !== lastSeq) {
         throw new HermesError(
           "database_corrupt",
-          `room ${roomId}: the event id index holds ${count} ids for a log of ${lastSeq} events; the database was not upgraded (still version 10): restore it from a backup or move it aside`,
+          `room ${roomId}: the event id index holds ${ids.size} ids for a log of ${lastSeq} events; the database was not upgraded (still version 10): restore it from a backup or move it aside`,
         );
       }
       if (lastSeq === 0) continue;
-      const sorted = sortedIdKeys(bySeq, count);
+      const sorted = ids.sortedKeys();
       const filter = IdFilter.forKeys(lastSeq);
       for (let i = 0; i < sorted.length; i += 2) filter.add(sorted[i]!);
       for (const [from, to] of cutIdChunks(sorted)) addChunk.run(logId, sorted[2 * from]!, Buffer.from(encodeIdChunk(sorted, from, to)));
