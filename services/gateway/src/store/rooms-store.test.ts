@@ -147,6 +147,18 @@ function pullPacked(source: RoomsStore, replica: RoomsStore, roomId: string, lim
   }
 }
 
+/** Promotes the store's replica of the room to authority, as a promote does (the log made durable first). */
+function promoteHere(store: RoomsStore, roomId: string): void {
+  const promote = planPromote(
+    store.state(roomId)!,
+    { confirm: true, max_durable_epoch: store.maxDurableEpoch(), stored: store.storedKinds(roomId) },
+    NOW,
+  );
+  if (!promote.ok) throw new Error("promote refused");
+  store.syncBarrier();
+  store.commitPromote(roomId, promote);
+}
+
 function segmentRows(store: RoomsStore, roomId: string) {
   return store.db
     .prepare(
@@ -378,10 +390,7 @@ describe("RoomsStore", () => {
     append(a, "r", [send("m1")]);
     pullAll(a, b, "r");
     // b is promoted (a is cut off); a keeps writing and renames the room on its own branch.
-    const promote = planPromote(b.state("r")!, { confirm: true, max_durable_epoch: b.maxDurableEpoch(), stored: b.storedKinds("r") }, NOW);
-    if (!promote.ok) throw new Error("promote refused");
-    b.syncBarrier();
-    b.commitPromote("r", promote);
+    promoteHere(b, "r");
     append(a, "r", [
       { origin: "server", event_id: "rename-1", kind: "room.renamed", actor: ROOM_CONTROL_ACTOR, payload: { name: "Renamed on a" } },
     ]);
@@ -475,10 +484,7 @@ describe("RoomsStore", () => {
       Array.from({ length: 10 }, (_, i) => send(`shared-${i}`)),
     );
     pullAll(a, b, "r");
-    const promote = planPromote(b.state("r")!, { confirm: true, max_durable_epoch: b.maxDurableEpoch(), stored: b.storedKinds("r") }, NOW);
-    if (!promote.ok) throw new Error("promote refused");
-    b.syncBarrier();
-    b.commitPromote("r", promote);
+    promoteHere(b, "r");
     append(b, "r", [send("won-1"), send("won-2")]);
     // a keeps writing on its own: 600 events merge its fragments (seqs 1..11) into segments with them.
     append(
@@ -622,10 +628,7 @@ describe("RoomsStore: the event id index", () => {
     create(a);
     append(a, "r", [send("shared")]);
     pullAll(a, b, "r");
-    const promote = planPromote(b.state("r")!, { confirm: true, max_durable_epoch: b.maxDurableEpoch(), stored: b.storedKinds("r") }, NOW);
-    if (!promote.ok) throw new Error("promote refused");
-    b.syncBarrier();
-    b.commitPromote("r", promote);
+    promoteHere(b, "r");
     append(b, "r", [send("won")]);
     // a writes on alone: 3 commits of 1,000, so most of its branch is in a run when it moves away.
     const lost = appendMany(a, 3000, 1000);

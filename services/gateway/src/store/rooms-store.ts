@@ -22,6 +22,7 @@ import {
   ID_MERGE_STEP_KEYS,
   IdFilter,
   type IdKeys,
+  type IdMergePlan,
   type IdRunInfo,
   idKeysInRange,
   idMergeStep,
@@ -199,6 +200,7 @@ export class RoomsStore {
     idsThrough: Database.Statement;
     setIdsThrough: Database.Statement;
     idRuns: Database.Statement;
+    idRunIds: Database.Statement;
     runChunks: Database.Statement;
     chunkAt: Database.Statement;
     rangeChunks: Database.Statement;
@@ -261,6 +263,7 @@ export class RoomsStore {
       idRuns: db
         .prepare("SELECT run_id, level, count, merging_into, merged_below, filter FROM room_id_runs WHERE log_id = ? ORDER BY run_id")
         .raw(true),
+      idRunIds: db.prepare("SELECT run_id FROM room_id_runs WHERE log_id = ?").pluck(),
       runChunks: db.prepare("SELECT keys FROM room_id_chunks WHERE log_id = ? AND run_id = ? ORDER BY first_hash").pluck(),
       // The one chunk of a run that may hold a hash: the last one starting at or below it.
       chunkAt: db
@@ -994,17 +997,16 @@ export class RoomsStore {
     for (let i = 0; i < events.length; i++) {
       const event = events[i]!;
       const hash = knownNew === undefined ? eventIdHash(event.event_id) : knownNew[i]!;
-      if ((knownNew ? index.recent.has(hash) : mayBeIndexed(index, hash)) && this.idStoredBefore(roomId, log, index, event, hash)) {
+      // The event is not indexed yet (its segment is written): a stored one with its id is an earlier event.
+      if (
+        (knownNew ? index.recent.has(hash) : mayBeIndexed(index, hash)) &&
+        this.storedEventOfId(roomId, log, event.event_id, hash) !== null
+      ) {
         throw new HermesError("internal", `room ${roomId}: event id ${event.event_id} (seq ${event.seq}) is already stored`);
       }
       index.recent.add(hash, event.seq);
     }
     if (shouldFlushIds(index.recent.size)) this.flushIds(log, index);
-  }
-
-  /** Whether `event`'s id is stored at a seq before its own (it is being appended: its segment is written). */
-  private idStoredBefore(roomId: string, log: LogTail, index: IdIndex, event: RoomEvent, hash: number): boolean {
-    return this.idCandidates(log, index, hash).some((seq) => seq < event.seq && this.eventAt(roomId, seq)?.event_id === event.event_id);
   }
 
   /** Writes the recent ids as a new run of level 0 and moves ids_through to the log's end. */
@@ -1052,19 +1054,21 @@ export class RoomsStore {
     for (const [roomId, log] of this.logs) {
       const index = log.ids;
       if (index === undefined) continue;
-      const target = index.runs.find((r) => r.merged_below !== null);
-      if (target === undefined && planIdMerge(index.runs) === null) continue;
+      const work = index.runs.find((r) => r.merged_below !== null) ?? planIdMerge(index.runs);
+      if (work === null) continue;
       // At NORMAL: a step only copies keys, so losing it to a power cut loses nothing; the next FULL commit syncs it.
-      this.withNormalSync(() => this.write([roomId], () => this.mergeStep(log, index, target, stepKeys)));
+      this.withNormalSync(() => this.write([roomId], () => this.mergeStep(log, index, work, stepKeys)));
       return true;
     }
     return false;
   }
 
-  private mergeStep(log: LogTail, index: IdIndex, building: IdRun | undefined, stepKeys: number): void {
-    let target = building;
-    if (target === undefined) {
-      const plan = planIdMerge(index.runs)!;
+  /** One step of the merge whose target is being built, or (`work` a plan) the start of one and its first step. */
+  private mergeStep(log: LogTail, index: IdIndex, work: IdRun | IdMergePlan, stepKeys: number): void {
+    let target: IdRun;
+    if ("run_id" in work) target = work;
+    else {
+      const plan = work;
       target = this.insertIdRun(log, index, plan.level, plan.keys);
       for (const run of index.runs) {
         if (!plan.sources.includes(run.run_id)) continue;
@@ -1190,7 +1194,7 @@ export class RoomsStore {
   private unindexIds(log: LogTail, events: readonly RoomEvent[], fromSeq: number): void {
     const idsThrough = this.stmt.idsThrough.get(log.logId) as number;
     if (idsThrough < fromSeq) return;
-    const runIds = (this.stmt.idRuns.all(log.logId) as [number][]).map((row) => row[0]);
+    const runIds = this.stmt.idRunIds.all(log.logId) as number[];
     for (const event of events) {
       if (event.seq > idsThrough) continue;
       const hash = eventIdHash(event.event_id);
