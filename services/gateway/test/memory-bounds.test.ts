@@ -19,13 +19,16 @@ import { RpcClient } from "./support/rpc-client.js";
  * bounds these grew the gateway by 2.5 GB, 1.9 GB (then `RangeError: Invalid string length`) and
  * 677 MB.
  *
- * The bound, 200 MiB of growth: what such a connection may pin is about 1 MiB of unsent answers
- * plus one answer (a 6 MiB page is ~7 MB in memory) over WebSocket, or 8 answers over gRPC
- * (~56 MB); the rest is garbage of pages built and dropped, which V8 collects lazily (a client
- * that reads 6 MiB pages one after the other grows the gateway by ~150 MB the same way).
+ * What such a connection may pin is about 1 MiB of unsent answers plus one answer (a 6 MiB page is
+ * ~7 MB in memory) over WebSocket, or 8 answers over gRPC (~56 MB); the rest is garbage of pages
+ * built and dropped, which V8 collects lazily. A page reads only the segments its byte budget can
+ * use, and a read in a batch asks for no more than the room the batch has left, so that garbage is
+ * about the pages' own size: 30–55 MiB of growth over WebSocket and ~110 MiB over gRPC here (when a
+ * page read every event up to its count limit, the batch alone grew the gateway by ~200 MiB).
  */
 
-const MAX_GROWTH_MIB = 200;
+const MAX_WS_GROWTH_MIB = 100;
+const MAX_GRPC_GROWTH_MIB = 200;
 const BIG_PAGE = { limit: 500, max_bytes: 6 * 1024 * 1024 };
 const ROOM = "big";
 
@@ -107,11 +110,11 @@ describe("WebSocket /rpc memory per connection", () => {
     // Answered after the gateway handled every frame it read from the attacker.
     const { peak } = await peakWhile(probe.call("groups.capabilities"));
     const held = await heldFor();
-    expect(Math.max(peak, held) - before).toBeLessThan(MAX_GROWTH_MIB);
+    expect(Math.max(peak, held) - before).toBeLessThan(MAX_WS_GROWTH_MIB);
 
     attacker.terminate(); // as a process that exits with unread data: a reset
     expect(await probe.call("groups.log", { room_id: ROOM, limit: 1 })).toMatchObject({ latest_seq: 201 });
-    expect((await heldFor()) - before).toBeLessThan(MAX_GROWTH_MIB);
+    expect((await heldFor()) - before).toBeLessThan(MAX_WS_GROWTH_MIB);
     probe.close();
   });
 
@@ -136,8 +139,9 @@ describe("WebSocket /rpc memory per connection", () => {
     const refused = answers.filter((a) => a.error);
     expect(refused.length).toBeGreaterThan(0);
     for (const a of refused) expect(a.error).toMatchObject({ code: 4112, data: { reason: "payload_too_large", limit: 4 * 1024 * 1024 } });
-    expect(answers.filter((a) => a.result).length).toBeGreaterThan(0);
-    expect(peak - before).toBeLessThan(MAX_GROWTH_MIB);
+    // Reads after the first two full pages are asked for what room is left, so more than two are answered.
+    expect(answers.filter((a) => a.result).length).toBeGreaterThan(2);
+    expect(peak - before).toBeLessThan(MAX_WS_GROWTH_MIB);
     client.close();
     expect(await probe.call("groups.capabilities")).toMatchObject({ gateway_id: gw!.ready.id });
     probe.close();
@@ -180,11 +184,11 @@ describe("gRPC memory per connection", () => {
     const { peak } = await peakWhile(probe());
     const held = await heldFor();
     expect(calls.started()).toBeLessThanOrEqual(GRPC_SERVER_LIMITS.maxHeldCallsPerConnection);
-    expect(Math.max(peak, held) - before).toBeLessThan(MAX_GROWTH_MIB);
+    expect(Math.max(peak, held) - before).toBeLessThan(MAX_GRPC_GROWTH_MIB);
 
     session.socket.resetAndDestroy(); // as a process that exits with unread data
     expect((await probe()).latest_seq).toBe(201);
-    expect((await heldFor()) - before).toBeLessThan(MAX_GROWTH_MIB);
+    expect((await heldFor()) - before).toBeLessThan(MAX_GRPC_GROWTH_MIB);
     client.close();
   });
 });

@@ -383,6 +383,38 @@ describe("RoomsStore", () => {
     }
   });
 
+  it("reads only the segments a page's byte budget can use, and cuts the page where a read of every segment cuts it", () => {
+    const store = open("a", "gw-a");
+    create(store);
+    // 60 events of 8–52 KB of text (half of them two-byte "é") in commits of four: segments of about 256 KiB.
+    for (let c = 0; c < 15; c++) {
+      append(
+        store,
+        "r",
+        Array.from({ length: 4 }, (_, i) => send(`big-${c}-${i}`, (c % 2 ? "é" : "x").repeat(8_000 + 6_000 * i))),
+      );
+    }
+    const state = store.state("r")!;
+    const all = store.packedEvents("r", 0, 500);
+    expect(all.length).toBeGreaterThanOrEqual(8);
+    for (const since_seq of [0, 1, 7, 30, 61]) {
+      for (const max_bytes of [1024, 50_000, 200_000, 1_000_000, 6 * 1024 * 1024]) {
+        const read = planLogRead(state, { since_seq, limit: 500, max_bytes }, { maxLimit: 5000 });
+        if (!read.ok) throw new Error(read.refusal.message);
+        const prev = since_seq === 0 ? null : store.eventAt("r", since_seq);
+        const page = buildLogPage(state, read.value, prev, store.events("r", since_seq, 500, max_bytes));
+        expect(page).toEqual(buildLogPage(state, read.value, prev, store.events("r", since_seq, 500)));
+        const bounded = store.packedEvents("r", since_seq, 500, max_bytes);
+        expect(buildPackedLogPage(state, read.value, prev, bounded)).toEqual(
+          buildPackedLogPage(state, read.value, prev, store.packedEvents("r", since_seq, 500)),
+        );
+        // At most one segment past the page's last event is read.
+        const through = page.events.at(-1)?.seq ?? since_seq;
+        expect(bounded.filter((run) => run.first_seq > through).length).toBeLessThanOrEqual(1);
+      }
+    }
+  });
+
   it("keeps name and members in step with room.* events, also when a branch moves away", () => {
     const a = open("a", "gw-a");
     const b = open("b", "gw-b");

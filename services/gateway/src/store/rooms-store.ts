@@ -46,6 +46,7 @@ import {
   shouldFlushIds,
   sliceRun,
   type TupleRun,
+  tupleStart,
   withHosts,
   withoutIdKey,
 } from "../core/rooms/index.js";
@@ -386,12 +387,15 @@ export class RoomsStore {
     return this.events(roomId, seq - 1, 1)[0] ?? null;
   }
 
-  /** Up to `limit` events after `afterSeq`, in seq order. */
-  events(roomId: string, afterSeq: number, limit: number): RoomEvent[] {
+  /**
+   * Up to `limit` events after `afterSeq`, in seq order; with `maxBytes`, reading stops after the
+   * segment where the events' tuples pass that many bytes (see packedEvents).
+   */
+  events(roomId: string, afterSeq: number, limit: number, maxBytes = Number.POSITIVE_INFINITY): RoomEvent[] {
     const events: RoomEvent[] = [];
     const from = afterSeq + 1;
     const to = afterSeq + limit;
-    for (const run of this.packedEvents(roomId, afterSeq, limit)) {
+    for (const run of this.packedEvents(roomId, afterSeq, limit, maxBytes)) {
       const decoded = decodeRun(roomId, run, Math.max(0, from - run.first_seq), Math.min(run.ends.length, to - run.first_seq + 1));
       for (const event of decoded) events.push(event);
     }
@@ -400,12 +404,28 @@ export class RoomsStore {
 
   /**
    * The same events for a replication page, as the segments hold them (nothing decoded): the
-   * segment holding `afterSeq + 1` and those after it up to `afterSeq + limit`.
+   * segment holding `afterSeq + 1` and those after it up to `afterSeq + limit`, or only up to the
+   * one where the tuples from `afterSeq + 1` pass `maxBytes`. An event's tuple and its separator
+   * take fewer bytes than the event's wire size (eventWireBytes), so a page of at most `maxBytes`
+   * wire bytes never needs a segment past that one: a page of a room of large events reads what it
+   * sends, not `limit` events.
    */
-  packedEvents(roomId: string, afterSeq: number, limit: number): TupleRun[] {
+  packedEvents(roomId: string, afterSeq: number, limit: number, maxBytes = Number.POSITIVE_INFINITY): TupleRun[] {
     const log = this.log(roomId);
     if (log === undefined || limit < 1) return [];
-    return (this.stmt.segments.all({ log: log.logId, from: afterSeq + 1, to: afterSeq + limit }) as SegmentRow[]).map(segmentRun);
+    const runs: TupleRun[] = [];
+    let bytes = 0;
+    for (const row of this.stmt.segments.iterate({
+      log: log.logId,
+      from: afterSeq + 1,
+      to: afterSeq + limit,
+    }) as IterableIterator<SegmentRow>) {
+      const run = segmentRun(row);
+      runs.push(run);
+      bytes += run.body.length - tupleStart(run, Math.max(0, afterSeq + 1 - run.first_seq));
+      if (bytes > maxBytes) break;
+    }
+    return runs;
   }
 
   /** Synchronous seq → stored entry, for planReplication (the last segment read is kept for the next seq). */

@@ -113,7 +113,7 @@ export class BatchAnswer {
   }
 
   /** Bytes the answer of call `index` may take and still be kept (room left after the other calls' errors). */
-  private room(index: number): number {
+  room(index: number): number {
     const fallback = this.fallbacks[index] ?? null;
     const own = fallback === null ? 0 : entryBytes(fallback);
     return this.limit - this.bytes - (this.reserved - own) - 1;

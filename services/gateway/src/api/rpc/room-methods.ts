@@ -20,6 +20,8 @@ export interface RpcPeer {
   notify(method: string, params: unknown): boolean;
   drained(): Promise<void>;
   readonly subscriptions: Map<string, TailSubscription>;
+  /** Bytes this call's answer may take and still be kept: set for a call of a batch (the room the batch has left). */
+  readonly answerBytes?: number;
 }
 
 /** A JSON-RPC method: its result, at once or later (a call answered at once is sent before the next starts). */
@@ -29,8 +31,10 @@ export type RpcMethod = (params: unknown, peer: RpcPeer) => unknown;
 const MAX_SUBSCRIPTIONS_PER_CONNECTION = 256;
 
 function unary(method: UnaryRoomMethod<unknown, unknown>, rooms: RoomsService): RpcMethod {
-  return (raw) => {
-    const result = method.call(rooms, parseParams(method, raw), "objects");
+  return (raw, peer) => {
+    const params = parseParams(method, raw);
+    const fitted = peer.answerBytes !== undefined && method.fit ? method.fit(params, peer.answerBytes) : params;
+    const result = method.call(rooms, fitted, "objects");
     return isPromise(result) ? result.then((r) => method.json(r)) : method.json(result);
   };
 }

@@ -34,8 +34,9 @@ export interface RpcConnectionOptions {
 /** One request of a frame, waiting to start. */
 interface QueuedCall {
   request: unknown;
-  /** The batch this call belongs to; undefined for a frame holding one request. */
+  /** The batch this call belongs to, and its place there; undefined for a frame holding one request. */
   batch?: BatchAnswer;
+  index?: number;
   answered(response: JsonRpcResponse | null): void;
 }
 
@@ -89,7 +90,7 @@ export function serveConnection(ws: WebSocket, options: RpcConnectionOptions): v
   };
 
   /** Runs one request; the answer comes back synchronously when the method answers at once. */
-  const invoke = (request: unknown): Answer | Promise<Answer> => {
+  const invoke = (request: unknown, callPeer: RpcPeer): Answer | Promise<Answer> => {
     if (!isRequestShape(request)) {
       return {
         jsonrpc: "2.0",
@@ -120,7 +121,7 @@ export function serveConnection(ws: WebSocket, options: RpcConnectionOptions): v
     const succeeded = (result: unknown): Answer => (isNotification ? null : { jsonrpc: "2.0", id, result });
     const failed = (err: unknown): Answer => (isNotification ? null : { jsonrpc: "2.0", id, error: methodError(request.method, err) });
     try {
-      const result = method(request.params, peer);
+      const result = method(request.params, callPeer);
       return isPromise(result) ? result.then(succeeded, failed) : succeeded(result);
     } catch (err) {
       return failed(err);
@@ -129,7 +130,9 @@ export function serveConnection(ws: WebSocket, options: RpcConnectionOptions): v
 
   const start = (call: QueuedCall) => {
     running++;
-    const answer = invoke(call.request);
+    // A call of a batch is told the room its answer has left, so a read can ask for no more.
+    const callPeer = call.batch === undefined ? peer : { ...peer, answerBytes: call.batch.room(call.index!) };
+    const answer = invoke(call.request, callPeer);
     if (!isPromise(answer)) {
       running--;
       call.answered(answer);
@@ -186,6 +189,7 @@ export function serveConnection(ws: WebSocket, options: RpcConnectionOptions): v
       queue.push({
         request,
         batch,
+        index,
         answered: (response) => {
           if (!batch.add(index, response)) return;
           runningBatch = undefined;

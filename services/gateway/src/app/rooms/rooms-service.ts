@@ -355,7 +355,8 @@ export class RoomsService {
    */
   log(params: LogParams, knownPrev: PrevPointer | null = null): LogPage {
     const { roomId, state, read, prev } = this.planRead(params, knownPrev);
-    const events = this.changes.appendedAfter(roomId, state, read.since_seq) ?? this.store.events(roomId, read.since_seq, read.limit);
+    const events =
+      this.changes.appendedAfter(roomId, state, read.since_seq) ?? this.store.events(roomId, read.since_seq, read.limit, read.max_bytes);
     return buildLogPage(state, read, prev, events);
   }
 
@@ -366,7 +367,12 @@ export class RoomsService {
   logPacked(params: LogParams, knownPrev: PrevPointer | null = null): PackedLogPage {
     const { roomId, state, read, prev } = this.planRead({ ...params, packed: true }, knownPrev);
     const appended = this.changes.appendedRunAfter(roomId, state, read.since_seq);
-    return buildPackedLogPage(state, read, prev, appended ? [appended] : this.store.packedEvents(roomId, read.since_seq, read.limit));
+    return buildPackedLogPage(
+      state,
+      read,
+      prev,
+      appended ? [appended] : this.store.packedEvents(roomId, read.since_seq, read.limit, read.max_bytes),
+    );
   }
 
   /** `knownPrev`: the stored event at since_seq, when the caller holds it (a live tail), so it is not read again. */
