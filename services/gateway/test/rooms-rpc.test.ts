@@ -184,6 +184,16 @@ describe("JSON-RPC over /rpc", () => {
       ]),
     )) as { id: number }[];
     expect(batch.map((r) => r.id)).toEqual([10, 11]);
+    // A read in a batch is asked for no more than the batch has room for, but a bad max_bytes is refused as it is alone.
+    for (const max_bytes of [0, 7 * 1024 * 1024]) {
+      const params = { room_id: "j1", max_bytes };
+      const alone = (await rpcA.sendRaw(JSON.stringify({ jsonrpc: "2.0", id: 12, method: "groups.log", params }))) as { error: unknown };
+      const [inBatch] = (await rpcA.sendRaw(JSON.stringify([{ jsonrpc: "2.0", id: 12, method: "groups.log", params }]))) as {
+        error: unknown;
+      }[];
+      expect(alone.error).toMatchObject({ data: { reason: "invalid_params", field: "max_bytes" } });
+      expect(inBatch!.error).toEqual(alone.error);
+    }
     expect(await rpcA.call("groups.capabilities")).toMatchObject({ gateway_id: "gw-a" });
   });
 });

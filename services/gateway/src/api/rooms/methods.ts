@@ -16,6 +16,7 @@ import {
   checkSendParams,
   DEFAULT_PAGE_MAX_BYTES,
   MAX_EPOCH,
+  MAX_PAGE_MAX_BYTES,
   MIN_PAGE_MAX_BYTES,
   refusalError,
   sendParamsSchema,
@@ -257,10 +258,11 @@ export const ROOM_METHODS: readonly RoomMethod[] = [
     json: toJsonPage,
     // The page's bytes are its events' JSON; the answer around them (ids, seqs, authority) takes
     // under a KiB. A page holds at least one event, so an answer with no room left is still refused.
-    fit: (p, bytes) => ({
-      ...p,
-      max_bytes: Math.max(MIN_PAGE_MAX_BYTES, Math.min(p.max_bytes ?? DEFAULT_PAGE_MAX_BYTES, bytes - 1024)),
-    }),
+    // A max_bytes out of range is left as it is: refused as it is outside a batch.
+    fit: (p, bytes) =>
+      p.max_bytes !== undefined && (p.max_bytes < MIN_PAGE_MAX_BYTES || p.max_bytes > MAX_PAGE_MAX_BYTES)
+        ? p
+        : { ...p, max_bytes: Math.max(MIN_PAGE_MAX_BYTES, Math.min(p.max_bytes ?? DEFAULT_PAGE_MAX_BYTES, bytes - 1024)) },
     grpc: {
       method: "log",
       request: (req) => ({
