@@ -591,6 +591,37 @@ describe("RoomsStore: the event id index", () => {
     expect(again.eventById("r", ids[5]!)?.seq).toBe(7);
   });
 
+  it("releases the index of a room unused since the last look, keeps one in use or with merging to do, and reads it back on use", () => {
+    const a = open("a", "gw-a");
+    create(a);
+    const ids = appendMany(a, ID_RUN_KEYS + 500, 700); // a run and ~500 recent ids
+    expect(a.loadedIdIndexes()).toBe(1);
+    expect(a.releaseIdleIds()).toBe(0); // used since it was loaded
+    expect(a.releaseIdleIds()).toBe(1);
+    expect(a.loadedIdIndexes()).toBe(0);
+    // Read back on the next use: every id still found, a repeat still refused, new sends go on.
+    expectIndexed(a, ids, 7);
+    expect(a.loadedIdIndexes()).toBe(1);
+    a.releaseIdleIds();
+    a.releaseIdleIds();
+    expect(a.loadedIdIndexes()).toBe(0);
+    const before = reread(a, "r").state;
+    const repeat = planAppendBatch(before, [{ request: send(ids.at(-1)!), stored: null }], NOW);
+    expect(a.commitAppends([{ roomId: "r", plan: repeat }], { idsUnchecked: true })).toBe(false);
+    expect(reread(a, "r").state).toEqual(before);
+    const more = appendMany(a, 2000, 700, (i) => `more-${i}`);
+    expectIndexed(a, [...ids, ...more], 11);
+    // Eight runs: a merge to do keeps the index in memory however long it is idle, until it is done.
+    appendMany(a, (ID_MERGE_FANOUT - 2) * 2100, 700, (i) => `last-${i}`);
+    expect(runs(a).filter((r) => r.level === 0).length).toBeGreaterThanOrEqual(ID_MERGE_FANOUT);
+    a.releaseIdleIds();
+    expect(a.releaseIdleIds()).toBe(0);
+    while (a.compactIds()) {}
+    expect(runs(a).map((r) => r.level)).toEqual([1]);
+    expect(a.releaseIdleIds()).toBe(1); // idle since the last look, and its merge is done
+    expect(a.eventById("r", "last-0")).not.toBeNull();
+  });
+
   it("refuses a commit of ids made without looking them up when one is stored in a run, writing nothing", () => {
     const a = open("a", "gw-a");
     create(a);

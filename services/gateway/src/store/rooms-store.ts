@@ -143,8 +143,10 @@ interface LogTail {
   logId: number;
   lastSeq: number;
   fragments: { first_seq: number; count: number; bytes: number }[];
-  /** Its event id index, loaded when first needed. */
-  ids?: IdIndex;
+  /** Its event id index, loaded when first needed (and released when idle: releaseIdleIds). */
+  ids?: IdIndex | undefined;
+  /** Whether `ids` was used since the last releaseIdleIds. */
+  idsUsed?: boolean;
 }
 
 /** A stored run of the id index, with its filter in memory. */
@@ -937,6 +939,7 @@ export class RoomsStore {
 
   /** The log's id index, loaded on first use: the runs with their filters, and the recent ids from the segments. */
   private idIndex(roomId: string, log: LogTail): IdIndex {
+    log.idsUsed = true;
     if (log.ids !== undefined) return log.ids;
     const runs: IdRun[] = [];
     for (const [run_id, level, count, merging_into, merged_below, filterBytes] of this.stmt.idRuns.all(log.logId) as [
@@ -1058,6 +1061,34 @@ export class RoomsStore {
     for (const [from, to] of cutIdChunks(sorted)) {
       this.stmt.insertChunk.run(logId, runId, sorted[2 * from]!, blob(encodeIdChunk(sorted, from, to)));
     }
+  }
+
+  /**
+   * Drops from memory the id indexes not used since the last call (between writes, never inside
+   * one): a room that stops getting sends gives back its recent ids and its runs' filters (~140 KB
+   * for a room of 20,000 events); its next send reads them back as a restart does (~3 ms). An
+   * index with merging to do stays, so its merge finishes. Returns how many were dropped.
+   */
+  releaseIdleIds(): number {
+    let released = 0;
+    for (const log of this.logs.values()) {
+      const index = log.ids;
+      if (index === undefined) continue;
+      if (log.idsUsed || planIdMerge(index.runs) !== null || index.runs.some((r) => r.merged_below !== null)) {
+        log.idsUsed = false;
+        continue;
+      }
+      log.ids = undefined;
+      released++;
+    }
+    return released;
+  }
+
+  /** How many logs have their id index in memory. */
+  loadedIdIndexes(): number {
+    let loaded = 0;
+    for (const log of this.logs.values()) if (log.ids !== undefined) loaded++;
+    return loaded;
   }
 
   /** Set by whoever runs `compactIds`: called (from inside a write, so it must only schedule) when there is merging to do. */
