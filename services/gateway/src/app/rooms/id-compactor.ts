@@ -34,7 +34,8 @@ export class IdCompactor {
 
   private release(): void {
     const released = this.store.releaseIdleIds();
-    if (released > 0) this.logger.debug({ released, loaded: this.store.loadedIdIndexes() }, "idle rooms' event id indexes released from memory");
+    if (released === 0) return;
+    this.logger.debug({ released, loaded: this.store.loadedIdIndexes() }, "idle rooms' event id indexes released from memory");
   }
 
   kick(): void {
