@@ -163,6 +163,11 @@ interface IdIndex {
   runs: IdRun[];
 }
 
+/** Whether a log's runs have a merge to start or to finish. */
+function hasMergeWork(runs: readonly IdRun[]): boolean {
+  return runs.some((r) => r.merged_below !== null) || planIdMerge(runs) !== null;
+}
+
 /** A segment row as read: `[first_seq, ends, body]`. */
 type SegmentRow = [first_seq: number, ends: Buffer, body: Buffer];
 
@@ -965,7 +970,7 @@ export class RoomsStore {
       index.recent.add(eventIdHash(event.event_id), event.seq);
     }
     log.ids = index;
-    if (planIdMerge(runs) !== null || runs.some((r) => r.merged_below !== null)) this.idWork?.();
+    if (hasMergeWork(runs)) this.idWork?.();
     return index;
   }
 
@@ -1074,7 +1079,7 @@ export class RoomsStore {
     for (const log of this.logs.values()) {
       const index = log.ids;
       if (index === undefined) continue;
-      if (log.idsUsed || planIdMerge(index.runs) !== null || index.runs.some((r) => r.merged_below !== null)) {
+      if (log.idsUsed || hasMergeWork(index.runs)) {
         log.idsUsed = false;
         continue;
       }

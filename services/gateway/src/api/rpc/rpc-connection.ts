@@ -34,9 +34,10 @@ export interface RpcConnectionOptions {
 /** One request of a frame, waiting to start. */
 interface QueuedCall {
   request: unknown;
-  /** The batch this call belongs to, and its place there; undefined for a frame holding one request. */
+  /** The batch this call belongs to; undefined for a frame holding one request. */
   batch?: BatchAnswer;
-  index?: number;
+  /** In a batch: the bytes this call's answer may take now (BatchAnswer.room). */
+  room?: () => number;
   answered(response: JsonRpcResponse | null): void;
 }
 
@@ -131,7 +132,7 @@ export function serveConnection(ws: WebSocket, options: RpcConnectionOptions): v
   const start = (call: QueuedCall) => {
     running++;
     // A call of a batch is told the room its answer has left, so a read can ask for no more.
-    const callPeer = call.batch === undefined ? peer : { ...peer, answerBytes: call.batch.room(call.index!) };
+    const callPeer = call.room === undefined ? peer : { ...peer, answerBytes: call.room() };
     const answer = invoke(call.request, callPeer);
     if (!isPromise(answer)) {
       running--;
@@ -189,7 +190,7 @@ export function serveConnection(ws: WebSocket, options: RpcConnectionOptions): v
       queue.push({
         request,
         batch,
-        index,
+        room: () => batch.room(index),
         answered: (response) => {
           if (!batch.add(index, response)) return;
           runningBatch = undefined;
