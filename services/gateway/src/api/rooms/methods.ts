@@ -12,15 +12,7 @@ import type { AnyPage, PageSink, TailSubscription } from "../../app/rooms/live-t
 import type { ReplicateProgress, ReplicateResult } from "../../app/rooms/replicator.js";
 import type { SourceSpec } from "../../app/rooms/room-source.js";
 import type { RoomsService } from "../../app/rooms/rooms-service.js";
-import {
-  checkSendParams,
-  DEFAULT_PAGE_MAX_BYTES,
-  MAX_EPOCH,
-  MAX_PAGE_MAX_BYTES,
-  MIN_PAGE_MAX_BYTES,
-  refusalError,
-  sendParamsSchema,
-} from "../../core/rooms/index.js";
+import { checkSendParams, MAX_EPOCH, refusalError, sendParamsSchema } from "../../core/rooms/index.js";
 import {
   fromWireMember,
   fromWireReplication,
@@ -90,15 +82,10 @@ interface MethodBase<P> {
 
 /** One request, one answer. */
 interface UnaryDefinition<P, R> extends MethodBase<P> {
-  call(rooms: RoomsService, params: P, pages: PageForm): MaybePromise<R>;
+  /** `answerBytes`: what the answer may take, for a call of a JSON-RPC batch (the room the batch has left). */
+  call(rooms: RoomsService, params: P, pages: PageForm, answerBytes?: number): MaybePromise<R>;
   /** The JSON-RPC result. */
   json(result: R): unknown;
-  /**
-   * The params of a smaller answer, of about `bytes` at most: used for a call of a JSON-RPC batch,
-   * whose answer must fit the room the batch has left (a read asks for less instead of being built
-   * whole and then refused as payload_too_large).
-   */
-  fit?(params: P, bytes: number): P;
   grpc?: GrpcUnaryCodec<R>;
   /** Served through the relay tunnel (to other gateways): the params there, and the answer as JSON. */
   tunnel?: { request?(params: Record<string, unknown>): unknown; reply(result: R): unknown };
@@ -254,15 +241,9 @@ export const ROOM_METHODS: readonly RoomMethod[] = [
       packed: z.boolean().optional(),
       known_authority: authority.optional(),
     }),
-    call: (rooms, p, pages): AnyPage => (p.packed && pages === "tuples" ? rooms.logPacked(p) : rooms.log(p)),
+    call: (rooms, p, pages, answerBytes): AnyPage =>
+      p.packed && pages === "tuples" ? rooms.logPacked(p) : rooms.log({ ...p, answer_bytes: answerBytes }),
     json: toJsonPage,
-    // The page's bytes are its events' JSON; the answer around them (ids, seqs, authority) takes
-    // under a KiB. A page holds at least one event, so an answer with no room left is still refused.
-    // A max_bytes out of range is left as it is: refused as it is outside a batch.
-    fit: (p, bytes) =>
-      p.max_bytes !== undefined && (p.max_bytes < MIN_PAGE_MAX_BYTES || p.max_bytes > MAX_PAGE_MAX_BYTES)
-        ? p
-        : { ...p, max_bytes: Math.max(MIN_PAGE_MAX_BYTES, Math.min(p.max_bytes ?? DEFAULT_PAGE_MAX_BYTES, bytes - 1024)) },
     grpc: {
       method: "log",
       request: (req) => ({

@@ -33,8 +33,7 @@ const MAX_SUBSCRIPTIONS_PER_CONNECTION = 256;
 function unary(method: UnaryRoomMethod<unknown, unknown>, rooms: RoomsService): RpcMethod {
   return (raw, peer) => {
     const params = parseParams(method, raw);
-    const fitted = peer.answerBytes !== undefined && method.fit ? method.fit(params, peer.answerBytes) : params;
-    const result = method.call(rooms, fitted, "objects");
+    const result = method.call(rooms, params, "objects", peer.answerBytes);
     return isPromise(result) ? result.then((r) => method.json(r)) : method.json(result);
   };
 }

@@ -162,6 +162,8 @@ export interface LogParams {
   /** A replication page: up to 5000 events. */
   packed?: boolean | undefined;
   known_authority?: Authority | undefined;
+  /** Bytes the whole answer may take (a read in a JSON-RPC batch): a larger max_bytes is lowered to fit. */
+  answer_bytes?: number | undefined;
 }
 
 /** The repost of a preserved event: its id names the room, the branch's authority and the original event. */
@@ -383,7 +385,7 @@ export class RoomsService {
     const read = planLogRead(
       state,
       { since_seq: params.since_seq, limit: params.limit, max_bytes: params.max_bytes },
-      { maxLimit: params.packed ? MAX_REPLICATION_LOG_LIMIT : MAX_LOG_LIMIT },
+      { maxLimit: params.packed ? MAX_REPLICATION_LOG_LIMIT : MAX_LOG_LIMIT, answerBytes: params.answer_bytes },
     );
     if (!read.ok) throw refusalError(read.refusal);
     const since = read.value.since_seq;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_LOG_LIMIT, DEFAULT_PAGE_MAX_BYTES, MAX_LOG_LIMIT } from "./limits.js";
+import { DEFAULT_LOG_LIMIT, DEFAULT_PAGE_MAX_BYTES, MAX_LOG_LIMIT, MAX_PAGE_MAX_BYTES, MIN_PAGE_MAX_BYTES } from "./limits.js";
 import { buildLogPage, eventWireBytes, packedJsonWireBytes, planLogRead } from "./log-page.js";
 import { chatLog } from "./testing/chat-log.js";
 import type { RoomEvent, RoomState } from "./types.js";
@@ -37,6 +37,29 @@ describe("planLogRead", () => {
     expect(planLogRead(state, { limit: 0 })).toMatchObject({ ok: false, refusal: { reason: "invalid_params" } });
     // A replication (packed) read may ask for up to 5000.
     expect(planLogRead(state, { limit: 5000 }, { maxLimit: 5000 }).ok).toBe(true);
+  });
+
+  it("lowers a valid max_bytes to the room an answer has left, never below the smallest page, and refuses an invalid one as alone", () => {
+    const { state } = room(3);
+    const maxBytes = (params: { max_bytes?: number }, answerBytes?: number) => {
+      const read = planLogRead(state, params, { answerBytes });
+      return read.ok ? read.value.max_bytes : read.refusal.reason;
+    };
+    const cases: [params: { max_bytes?: number }, answerBytes: number | undefined, expected: number | string][] = [
+      [{}, undefined, DEFAULT_PAGE_MAX_BYTES],
+      [{}, 100_000, 100_000 - 1024],
+      [{ max_bytes: 5000 }, 100_000, 5000],
+      [{ max_bytes: MAX_PAGE_MAX_BYTES }, MAX_PAGE_MAX_BYTES + 10_000, MAX_PAGE_MAX_BYTES],
+      // No room left: the smallest page, which the batch then refuses as too large.
+      [{}, 0, MIN_PAGE_MAX_BYTES],
+      [{ max_bytes: 3000 }, 2500, 2500 - 1024],
+      [{ max_bytes: 3000 }, 1500, MIN_PAGE_MAX_BYTES],
+      [{ max_bytes: -5 }, 100_000, "invalid_params"],
+      [{ max_bytes: MAX_PAGE_MAX_BYTES + 1 }, 100_000, "invalid_params"],
+      [{ max_bytes: 0 }, undefined, "invalid_params"],
+    ];
+    for (const [params, answerBytes, expected] of cases)
+      expect(maxBytes(params, answerBytes), JSON.stringify([params, answerBytes])).toBe(expected);
   });
 
   it("sizes an event like its JSON (the page byte budget's unit)", () => {

@@ -1,6 +1,6 @@
 import { HermesError } from "@hermes/common/pure";
 import { utf8Bytes } from "./canonical-json.js";
-import { DEFAULT_LOG_LIMIT, DEFAULT_PAGE_MAX_BYTES } from "./limits.js";
+import { DEFAULT_LOG_LIMIT, DEFAULT_PAGE_MAX_BYTES, MIN_PAGE_MAX_BYTES } from "./limits.js";
 import { formatAuthority, maxEpoch } from "./lineage.js";
 import { sliceRun, tupleBytes } from "./log-segment.js";
 import { refusal } from "./refusal.js";
@@ -13,6 +13,20 @@ export interface LogReadParams {
   max_bytes?: number;
 }
 
+export interface LogReadOptions {
+  /** Most events a page may hold (replication pages hold more). */
+  maxLimit?: number;
+  /**
+   * Bytes the whole answer may take, when less than a page's usual room (a read in a JSON-RPC
+   * batch gets what the batch's answer has left): a valid max_bytes above that is lowered to it, so
+   * the read asks for less instead of being built whole and then refused as payload_too_large.
+   */
+  answerBytes?: number | undefined;
+}
+
+/** What an answer holds besides its page's events (ids, seqs, the authority): under a KiB. */
+const ANSWER_FRAME_BYTES = 1024;
+
 /**
  * Checks `groups.log` params against the room and applies defaults. The store then reads the event
  * at `since_seq` (for `prev`, when since_seq > 0) and up to `limit` events after it, and calls
@@ -24,7 +38,7 @@ export interface LogReadParams {
  * their lineage does not show (a replica would quarantine them), and a `cursor_conflict` would only
  * send the reader round again to the same refusal.
  */
-export function planLogRead(state: RoomState, params: LogReadParams, options: { maxLimit?: number } = {}): Checked<LogRead> {
+export function planLogRead(state: RoomState, params: LogReadParams, options: LogReadOptions = {}): Checked<LogRead> {
   if (state.role === "replica" && state.authority.epoch > maxEpoch(state.lineage) && state.last_seq > 0) {
     return {
       ok: false,
@@ -59,7 +73,11 @@ export function planLogRead(state: RoomState, params: LogReadParams, options: { 
       ),
     };
   }
-  return checked;
+  const { answerBytes } = options;
+  if (answerBytes === undefined) return checked;
+  // A page holds at least one event, so an answer with no room left is still refused as too large.
+  const maxBytes = Math.max(MIN_PAGE_MAX_BYTES, Math.min(checked.value.max_bytes, answerBytes - ANSWER_FRAME_BYTES));
+  return { ok: true, value: { ...checked.value, max_bytes: maxBytes } };
 }
 
 /** Bytes of the JSON object keys, quotes, colons and commas of an event; the values are added per event. */
