@@ -116,11 +116,11 @@ function remoteBotMode(ctx: CliContext): BotModeBackend {
 }
 
 /**
- * The services on HERMES_HOME itself, for when no gateway holds the store. Loaded only then: the
- * gateway package is most of the CLI's start-up cost.
+ * The services on HERMES_HOME itself, for when no gateway holds the store. Loaded only then, and
+ * from the gateway package's `direct` entry, which leaves its daemon and transports unloaded.
  */
 async function openDirect(ctx: CliContext) {
-  const gateway = await import("@hermes/gateway");
+  const gateway = await import("@hermes/gateway/direct");
   const { directRouting, openGatewayDb, ProfileDatabases, ProfileService, SessionService } = gateway;
   ctx.home.ensureRoot();
   const db = openGatewayDb(ctx.home, Number(process.env.HERMES_DB_BUSY_TIMEOUT_MS ?? 5000), (step) =>

@@ -1,6 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { layerViolations, sqlOutsideStore } from "../../../test/support/source-layers.js";
+import { importEdges, layerViolations, sqlOutsideStore } from "../../../test/support/source-layers.js";
 
 /**
  * The gateway's layers (docs/ARCHITECTURE.md, "Layers inside a service"): arrows point down only,
@@ -30,5 +30,24 @@ describe("gateway layers", () => {
 
   it("writes SQL only in store/", () => {
     expect(sqlOutsideStore(SRC)).toEqual([]);
+  });
+
+  it("keeps the CLI's direct entry clear of the daemon and its transports (they are most of a command's start-up)", () => {
+    const edges = importEdges(SRC);
+    const reached = new Set<string>();
+    const packages = new Set<string>();
+    const visit = (file: string) => {
+      if (reached.has(file)) return;
+      reached.add(file);
+      for (const edge of edges) {
+        if (edge.from !== file) continue;
+        if (edge.target === undefined) packages.add(edge.specifier);
+        else visit(edge.target.replace(/\.js$/, ".ts"));
+      }
+    };
+    visit("direct.ts");
+    expect([...reached].filter((file) => file.startsWith("daemon/") || file.startsWith("api/grpc/") || file.startsWith("api/rpc/"))).toEqual([]);
+    expect([...packages].filter((name) => ["etcd3", "grammy", "ws", "@hermes/coordinator", "@hermes/console"].includes(name))).toEqual([]);
+    expect(reached.size).toBeGreaterThan(20);
   });
 });

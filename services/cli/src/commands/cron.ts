@@ -22,7 +22,7 @@ interface AddOptions {
  * (+1, to tell a file over it) is read.
  */
 async function readPromptFile(path: string): Promise<string> {
-  const { PROMPT_FILE_MAX_BYTES, promptFileError, promptFromFile } = await import("@hermes/gateway");
+  const { PROMPT_FILE_MAX_BYTES, promptFileError, promptFromFile } = await import("@hermes/gateway/direct");
   const buffer = Buffer.alloc(PROMPT_FILE_MAX_BYTES + 1);
   let length = 0;
   try {
@@ -99,7 +99,7 @@ export function registerCronCommands(program: Command, run: CommandRunner): void
             data: { field: "profile" },
           });
         }
-        const { promptSource } = await import("@hermes/gateway");
+        const { promptSource } = await import("@hermes/gateway/direct");
         const prompt =
           promptSource({ prompt: o.prompt, prompt_file: o.promptFile }) === "prompt" ? o.prompt! : await readPromptFile(o.promptFile!);
         const backend = await botModeBackend(ctx);

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { DEFAULT_PROFILE, HermesError, isErrorReason } from "@hermes/common/client";
-import type { HermesHome, ModelConfigSource, PeerClient, PeerSender } from "@hermes/gateway";
+import type { HermesHome, ModelConfigSource, PeerClient, PeerSender } from "@hermes/gateway/direct";
 import type { Run } from "@hermes/proto/hermes/v1/peers";
 import type { Command } from "commander";
 import type { CliContext } from "../context.js";
@@ -142,8 +142,8 @@ function positiveSeconds(value: string | undefined, what: string, fallback: numb
   return n;
 }
 
-/** The gateway package, loaded only when a peer command runs (it is most of the CLI's start-up cost). */
-const gatewayPackage = () => import("@hermes/gateway");
+/** The gateway package's `direct` entry, loaded only when a peer command runs. */
+const gatewayPackage = () => import("@hermes/gateway/direct");
 
 async function openPeer(ctx: CliContext, name: string): Promise<{ client: PeerClient; config: ModelConfigSource }> {
   const { ModelConfigSource, PeerClient, peerDirectory, assertPeerName } = await gatewayPackage();

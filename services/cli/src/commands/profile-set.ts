@@ -1,5 +1,5 @@
 import { HermesError } from "@hermes/common/client";
-import type { ProfileSettings, ProfileSettingsResult } from "@hermes/gateway";
+import type { ProfileSettings, ProfileSettingsResult } from "@hermes/gateway/direct";
 import type { Profile } from "@hermes/proto/hermes/v1/gateway";
 import type { Command } from "commander";
 import type { CommandRunner } from "../main.js";
@@ -244,7 +244,7 @@ export function registerProfileSetCommand(profile: Command, run: CommandRunner):
         emit(ctx.json, updated, () => describeUpdated(updated!));
         return;
       }
-      const { setProfileSettings } = await import("@hermes/gateway");
+      const { setProfileSettings } = await import("@hermes/gateway/direct");
       const r = setProfileSettings(ctx.home, updated?.name ?? name, settings);
       if (updated === undefined) emit(ctx.json, r, () => describeModel(r));
       else emit(ctx.json, { ...updated, settings: r }, () => `${describeUpdated(updated)}\n${describeModel(r)}`);

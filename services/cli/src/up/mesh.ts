@@ -4,7 +4,7 @@ import { createServer } from "node:net";
 import { isAbsolute, join, relative } from "node:path";
 import type { ServiceError } from "@grpc/grpc-js";
 import { fromServiceError, HermesError, readEnvFile, systemClock, unixSocketAnswers, writeFileAtomic } from "@hermes/common";
-import { addPeer, HermesHome, ModelConfigSource } from "@hermes/gateway";
+import { addPeer, HermesHome, ModelConfigSource } from "@hermes/gateway/direct";
 import { GatewayServiceClient } from "@hermes/proto/hermes/v1/gateway";
 import { type ReplicateProgress, type Room, RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import { KeyAdmin, RelayStore, relayControlSocket, relayDbPath } from "@hermes/relay";
