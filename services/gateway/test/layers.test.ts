@@ -46,7 +46,9 @@ describe("gateway layers", () => {
       }
     };
     visit("direct.ts");
-    expect([...reached].filter((file) => file.startsWith("daemon/") || file.startsWith("api/grpc/") || file.startsWith("api/rpc/"))).toEqual([]);
+    expect(
+      [...reached].filter((file) => file.startsWith("daemon/") || file.startsWith("api/grpc/") || file.startsWith("api/rpc/")),
+    ).toEqual([]);
     expect([...packages].filter((name) => ["etcd3", "grammy", "ws", "@hermes/coordinator", "@hermes/console"].includes(name))).toEqual([]);
     expect(reached.size).toBeGreaterThan(20);
   });
