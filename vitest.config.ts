@@ -20,6 +20,11 @@ const alias = [
 ];
 
 // The projects and which test file runs where: test/projects.ts (checked by test/projects.test.ts).
+// Two files at a time outside the container scenarios: vitest's default is one fewer than the CPUs,
+// which on a 2-core machine ran the whole suite one file after another. The scenarios come after
+// them (their own group order), one at a time.
+const PARALLEL_FILES = 2;
+
 export default defineConfig({
   resolve: { alias },
   test: {
@@ -30,6 +35,7 @@ export default defineConfig({
         resolve: { alias },
         test: {
           name: "core",
+          maxWorkers: PARALLEL_FILES,
           include: CORE_TESTS,
           testTimeout: 60_000,
           pool: "threads",
@@ -40,6 +46,7 @@ export default defineConfig({
         resolve: { alias },
         test: {
           name: "service",
+          maxWorkers: PARALLEL_FILES,
           include: TEST_FILES,
           exclude: [...configDefaults.exclude, ...CORE_TESTS, ...PROCESS_TESTS],
           // Their gateways serve the web console: build it first when its sources changed.
@@ -53,6 +60,7 @@ export default defineConfig({
         resolve: { alias },
         test: {
           name: "process",
+          maxWorkers: PARALLEL_FILES,
           include: PROCESS_TESTS,
           // These tests run the built code (`hermes` subprocesses): build it once before they start.
           globalSetup: ["test/support/build-once.ts"],
@@ -65,6 +73,7 @@ export default defineConfig({
         resolve: { alias },
         test: {
           name: "integration",
+          sequence: { groupOrder: 1 },
           include: ["test/integration/**/*.test.ts"],
           // Docker engine, offline images, sweep of leftovers (test/integration/README.md).
           globalSetup: ["test/integration/global-setup.ts"],
