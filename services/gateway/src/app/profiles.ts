@@ -11,6 +11,7 @@ import {
   readYamlFile,
   toHermesError,
 } from "@hermes/common";
+import { stringify as toYaml } from "yaml";
 import { clonedLook, metaAfterRename, type ProfileMetaView, profileMetaView } from "../core/botmode/profile-meta.js";
 import type { Section } from "../core/botmode/sections.js";
 import { botChatOrigin, routingKey } from "../core/identity/routing-key.js";
@@ -244,10 +245,10 @@ export class ProfileService {
       ...(options.model !== undefined ? { model: options.model } : {}),
       ...(options.provider !== undefined ? { provider: options.provider } : {}),
     };
-    this.home.writeYaml(join(dir, "config.yaml"), config);
+    this.home.writeFile(join(dir, "config.yaml"), toYaml(config));
     // A duplicate (--clone-from) has its source's look: face and section (profile-meta.ts, clonedLook).
     const look = source === undefined ? {} : clonedLook(readProfileMetaFile(this.home, source).raw, source);
-    this.home.writeYaml(join(dir, "profile.yaml"), { created_at: isoTime(this.clock.now()), ...look });
+    this.home.writeFile(join(dir, "profile.yaml"), toYaml({ created_at: isoTime(this.clock.now()), ...look }));
     if (options.soul !== undefined) this.home.writeFile(join(dir, "SOUL.md"), options.soul);
     if (!existsSync(join(dir, ".env"))) this.home.writeFile(join(dir, ".env"), "", 0o600);
   }

@@ -3,6 +3,7 @@ import { HermesError, readYamlFile, toHermesError } from "@hermes/common";
 import { applyProfileMetaPatch, type MetaPatchResult, type ReadMeta, readProfileMeta } from "../core/botmode/profile-meta.js";
 import { readSections, SECTIONS_FILE, type Section } from "../core/botmode/sections.js";
 import type { HermesHome } from "./home.js";
+import { stringify as toYaml } from "yaml";
 
 /**
  * Bot Mode's files under HERMES_HOME: each profile's `profile.yaml` (its metadata, in the profile
@@ -44,7 +45,7 @@ export function metaOf(file: MetaFile): ReadMeta {
 }
 
 export function writeProfileMeta(home: HermesHome, profile: string, document: Record<string, unknown>): void {
-  home.writeYaml(profileMetaFile(home, profile), document);
+  home.writeFile(profileMetaFile(home, profile), toYaml(document));
 }
 
 /**
@@ -93,5 +94,5 @@ export function sectionsForDisplay(home: HermesHome): { sections: Section[]; pro
 }
 
 export function writeSectionsDocument(home: HermesHome, document: Record<string, unknown>): void {
-  home.writeYaml(sectionsFile(home), document);
+  home.writeFile(sectionsFile(home), toYaml(document));
 }

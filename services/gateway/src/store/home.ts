@@ -11,7 +11,6 @@ import {
   writeFileAtomic,
   writingTo,
 } from "@hermes/common/client";
-import { stringify as toYaml } from "yaml";
 
 /** Files whose presence marks a profile directory as a real profile (not a stray folder). */
 const PROFILE_MARKERS = ["config.yaml", "profile.yaml", ".env", "state.db", "SOUL.md"];
@@ -26,7 +25,7 @@ export function defaultHomePath(): string {
 
 /**
  * The HERMES_HOME layout (docs/ARCHITECTURE.md "Home and state") and the single gate for writes
- * under it: every directory creation and file write goes through `mkdir`/`writeFile`/`writeYaml`,
+ * under it: every directory creation and file write goes through `mkdir`/`writeFile`/`writeJson`,
  * which refuse to (re)create anything inside a deleted or missing named profile (the tombstone
  * guard). A full disk is `disk_full`.
  */
@@ -129,10 +128,6 @@ export class HermesHome {
 
   private makeDir(path: string, mode = 0o700): void {
     writingTo(`creating ${path}`, { path }, () => this.fs.mkdirSync(path, { recursive: true, mode }));
-  }
-
-  writeYaml(path: string, value: unknown, mode = 0o600): void {
-    this.writeFile(path, toYaml(value), mode);
   }
 
   writeJson(path: string, value: unknown, mode = 0o600): void {

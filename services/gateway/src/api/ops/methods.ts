@@ -6,11 +6,30 @@ import { receiptToWire } from "../../app/delivery/receipt-wire.js";
 import type { MeshObserver } from "../../app/ops/mesh-observer.js";
 import type { RoomsService } from "../../app/rooms/rooms-service.js";
 import { RECEIPT_STATES } from "../../core/delivery/receipt.js";
-import { checkThresholdsSchema, evaluateHealth, type HealthProbes } from "../../core/ops/health-check.js";
+import { type CheckThresholds, DEFAULT_CHECK_THRESHOLDS, evaluateHealth, type HealthProbes } from "../../core/ops/health-check.js";
 import { demoteCommand, promoteChecklist, promoteCoverageRefusal } from "../../core/ops/runbook.js";
 import { diskSpace, probeFsyncMs } from "../../store/disk-probe.js";
 import type { ConsoleSessions } from "../http/console-sessions.js";
 import { parseParams } from "../rooms/methods.js";
+
+const limits = DEFAULT_CHECK_THRESHOLDS;
+/** `mesh.check`'s thresholds: each one the caller leaves out takes the core's default. */
+const checkThresholdsSchema = z.object({
+  fsync_warning_ms: z.number().positive().default(limits.fsync_warning_ms),
+  fsync_critical_ms: z.number().positive().default(limits.fsync_critical_ms),
+  disk_warning_percent: z.number().min(0).max(100).default(limits.disk_warning_percent),
+  disk_critical_percent: z.number().min(0).max(100).default(limits.disk_critical_percent),
+  lag_warning_events: z.number().int().min(0).default(limits.lag_warning_events),
+  lag_critical_events: z.number().int().min(0).default(limits.lag_critical_events),
+  failures_warning: z.number().int().min(1).default(limits.failures_warning),
+  failures_critical: z.number().int().min(1).default(limits.failures_critical),
+  failures_window_seconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(7 * 86_400)
+    .default(limits.failures_window_seconds),
+}) satisfies z.ZodType<CheckThresholds>;
 
 /**
  * THE operations and console API: every method once, with its params (zod), the transports that

@@ -1,4 +1,3 @@
-import { z } from "zod";
 import type { MeshStatus } from "./mesh-status.js";
 
 /**
@@ -32,29 +31,33 @@ export interface HealthProbes {
   failures_window_seconds: number;
 }
 
-export const checkThresholdsSchema = z.object({
-  fsync_warning_ms: z.number().positive().default(100),
-  fsync_critical_ms: z.number().positive().default(1000),
+/** The limits of each check (the gateway's API validates a caller's own against these bounds). */
+export interface CheckThresholds {
+  fsync_warning_ms: number;
+  fsync_critical_ms: number;
   /** Free space, as a percentage of the file system holding HERMES_HOME. */
-  disk_warning_percent: z.number().min(0).max(100).default(10),
-  disk_critical_percent: z.number().min(0).max(100).default(5),
+  disk_warning_percent: number;
+  disk_critical_percent: number;
   /** Events a replica room here may be behind its authority. */
-  lag_warning_events: z.number().int().min(0).default(100),
-  lag_critical_events: z.number().int().min(0).default(10_000),
+  lag_warning_events: number;
+  lag_critical_events: number;
   /** Deliveries that failed within the window. */
-  failures_warning: z.number().int().min(1).default(1),
-  failures_critical: z.number().int().min(1).default(20),
-  failures_window_seconds: z
-    .number()
-    .int()
-    .min(1)
-    .max(7 * 86_400)
-    .default(900),
-});
+  failures_warning: number;
+  failures_critical: number;
+  failures_window_seconds: number;
+}
 
-export type CheckThresholds = z.infer<typeof checkThresholdsSchema>;
-
-export const DEFAULT_CHECK_THRESHOLDS: CheckThresholds = checkThresholdsSchema.parse({});
+export const DEFAULT_CHECK_THRESHOLDS: Readonly<CheckThresholds> = {
+  fsync_warning_ms: 100,
+  fsync_critical_ms: 1000,
+  disk_warning_percent: 10,
+  disk_critical_percent: 5,
+  lag_warning_events: 100,
+  lag_critical_events: 10_000,
+  failures_warning: 1,
+  failures_critical: 20,
+  failures_window_seconds: 900,
+};
 
 export type CheckName = "fsync" | "disk" | "replica_lag" | "rooms" | "relay" | "deliveries";
 
