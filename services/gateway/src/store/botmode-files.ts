@@ -1,9 +1,9 @@
 import { join } from "node:path";
 import { HermesError, readYamlFile, toHermesError } from "@hermes/common";
+import { stringify as toYaml } from "yaml";
 import { applyProfileMetaPatch, type MetaPatchResult, type ReadMeta, readProfileMeta } from "../core/botmode/profile-meta.js";
 import { readSections, SECTIONS_FILE, type Section } from "../core/botmode/sections.js";
 import type { HermesHome } from "./home.js";
-import { stringify as toYaml } from "yaml";
 
 /**
  * Bot Mode's files under HERMES_HOME: each profile's `profile.yaml` (its metadata, in the profile
