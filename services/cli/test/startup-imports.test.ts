@@ -6,8 +6,8 @@ import { assertBuilt, hermes, removeHome, tempHome } from "./support/cli-harness
 
 /**
  * What a command loads before it does anything: the packages below cost 50-300 ms of start-up
- * each, so the commands that need none of them (help, and every command that asks a gateway)
- * must not load them. The modules are recorded by a loader hook in the CLI's own process.
+ * each, so the help, which needs none of them, must not load them, and a command on HERMES_HOME
+ * must not load the whole gateway. The modules are recorded by resolution hooks in the CLI's own process.
  */
 const RECORD_LOADS = fileURLToPath(new URL("./support/record-loads.mjs", import.meta.url));
 
@@ -27,7 +27,10 @@ async function loadsOf(args: string[]): Promise<{ packages: Set<string>; ownFile
   const nodeOptions = `${process.env.NODE_OPTIONS ?? ""} --import=${RECORD_LOADS}`.trim();
   const run = await hermes(args, { home, env: { NODE_OPTIONS: nodeOptions, HERMES_TEST_LOADS: log } });
   expect(run.code, run.stderr).toBe(0);
-  const urls = readFileSync(log, "utf8").split("\n").filter(Boolean);
+  const urls = readFileSync(log, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => (JSON.parse(line) as { url: string }).url);
   const packages = new Set<string>();
   const ownFiles: string[] = [];
   for (const url of urls) {
