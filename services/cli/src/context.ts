@@ -1,5 +1,5 @@
 import type { Client } from "@grpc/grpc-js";
-import { type ChannelOptions, PeerChannel, type UnaryMethod, unixSocketAnswers } from "@hermes/common/client";
+import { type ChannelOptions, HermesError, PeerChannel, type UnaryMethod, unixSocketAnswers } from "@hermes/common/client";
 import { defaultHomePath, HermesHome } from "@hermes/gateway/home";
 
 /** The options every command takes. */
@@ -12,6 +12,12 @@ export interface GlobalOptions {
 }
 
 export type { UnaryMethod };
+
+/** A folder given on the command line; a blank one (`--home "$UNSET"`) would mean the current folder, and is refused. */
+export function folderOption(value: string, option: string): string {
+  if (value.trim() === "") throw new HermesError("invalid_params", `${option} is blank: name a folder, or leave the option out`);
+  return value;
+}
 
 /** Whole room logs and profile lists come back in one answer; commands wait up to two minutes by default. */
 const CLI_CHANNEL: ChannelOptions = { maxMessageBytes: 64 * 1024 * 1024, deadlineMs: 120_000 };
@@ -26,7 +32,7 @@ export class CliContext {
   private opened: PeerChannel | undefined;
 
   constructor(options: GlobalOptions) {
-    this.home = new HermesHome(options.home ?? defaultHomePath());
+    this.home = new HermesHome(options.home === undefined ? defaultHomePath() : folderOption(options.home, "--home"));
     this.json = options.json ?? false;
     this.key = options.key ?? process.env.HERMES_KEY;
     this.gatewayUrl = options.gateway ?? process.env.HERMES_GATEWAY;

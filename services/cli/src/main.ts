@@ -38,13 +38,16 @@ function runner(exit: { code: number }): CommandRunner {
     async (...args) => {
       const command = args[args.length - 1] as Command;
       const globals = command.optsWithGlobals() as GlobalOptions;
-      const ctx = new CliContext(globals);
+      // commander hands a blank HERMES_HOME over as --home's value: it is not set.
+      if (globals.home?.trim() === "" && command.getOptionValueSourceWithGlobals("home") === "env") delete globals.home;
+      let ctx: CliContext | undefined;
       try {
+        ctx = new CliContext(globals);
         await action(ctx, ...args.slice(0, -1));
       } catch (err) {
-        exit.code = reportError(err, ctx.json);
+        exit.code = reportError(err, ctx?.json ?? globals.json ?? false);
       } finally {
-        ctx.close();
+        ctx?.close();
       }
     };
 }

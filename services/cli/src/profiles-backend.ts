@@ -1,4 +1,4 @@
-import { HermesError, migrationMessage, systemClock } from "@hermes/common/client";
+import { envValue, HermesError, migrationMessage, systemClock } from "@hermes/common/client";
 import {
   type AddRoutineRequest,
   BotModeServiceClient,
@@ -121,11 +121,11 @@ function remoteBotMode(ctx: CliContext): BotModeBackend {
  */
 async function openDirect(ctx: CliContext) {
   const gateway = await import("@hermes/gateway/direct");
-  const { directRouting, openGatewayDb, ProfileDatabases, ProfileService, SessionService } = gateway;
+  const { busyTimeoutFromEnv, DEFAULT_DB_BUSY_TIMEOUT_MS, directRouting, openGatewayDb, ProfileDatabases, ProfileService, SessionService } =
+    gateway;
+  const busyTimeoutMs = busyTimeoutFromEnv(envValue(process.env, "HERMES_DB_BUSY_TIMEOUT_MS")) ?? DEFAULT_DB_BUSY_TIMEOUT_MS;
   ctx.home.ensureRoot();
-  const db = openGatewayDb(ctx.home, Number(process.env.HERMES_DB_BUSY_TIMEOUT_MS ?? 5000), (step) =>
-    process.stderr.write(`hermes: ${migrationMessage(step)}\n`),
-  );
+  const db = openGatewayDb(ctx.home, busyTimeoutMs, (step) => process.stderr.write(`hermes: ${migrationMessage(step)}\n`));
   const profileDbs = new ProfileDatabases(ctx.home, db);
   const routing = directRouting(db);
   const sessions = new SessionService(db, routing, systemClock);

@@ -214,6 +214,59 @@ describe("gateway start refusals", () => {
   });
 });
 
+describe("blank settings", () => {
+  it("a blank HERMES_HOME is not set: the home is ~/.hermes, and nothing is written where the command runs", async () => {
+    const cwd = newHome();
+    const user = newHome();
+    const r = await hermes(["profile", "list"], { cwd, env: { HERMES_HOME: "", HOME: user } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("default");
+    expect(readdirSync(cwd)).toEqual([]);
+    expect(existsSync(join(user, ".hermes", "state.db"))).toBe(true);
+  });
+
+  it("a blank --home is refused with exit 2 before anything is written", async () => {
+    const cwd = newHome();
+    for (const args of [
+      ["--home", "", "profile", "list"],
+      ["--home", " ", "--json", "profile", "list"],
+    ]) {
+      const r = await hermes(args, { cwd });
+      expect(r.code).toBe(2);
+      expect(r.stdout + r.stderr).toContain("--home is blank");
+    }
+    const relay = await hermes(["relay", "start", "--data", ""], { cwd, home: newHome() });
+    expect(relay.code).toBe(2);
+    expect(relay.stderr).toContain("--data is blank");
+    expect(readdirSync(cwd)).toEqual([]);
+  });
+
+  it.each([
+    ["HERMES_LOG_LEVEL", "verbose", "is not a log level: use one of fatal, error, warn, info, debug, trace, silent"],
+    ["HERMES_DB_BUSY_TIMEOUT_MS", "abc", "is not a whole number of milliseconds from 0 to 60000"],
+    ["HERMES_DB_BUSY_TIMEOUT_MS", "99999", "is not a whole number of milliseconds from 0 to 60000"],
+  ])("%s=%s stops gateway start with exit 2 and one line naming the variable", async (name, value, message) => {
+    const home = newHome();
+    const r = await hermes(["gateway", "start", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"], {
+      home,
+      env: { [name]: value },
+      timeoutMs: 60_000,
+    });
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split("\n")).toEqual([`hermes: ${name}=${JSON.stringify(value)} ${message}`]);
+    expect(r.stdout).not.toContain("gateway ready");
+  });
+
+  it("a bad HERMES_DB_BUSY_TIMEOUT_MS stops a direct command too; a blank one is not set", async () => {
+    const home = newHome();
+    const bad = await hermes(["profile", "list"], { home, env: { HERMES_DB_BUSY_TIMEOUT_MS: "-1" } });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("HERMES_DB_BUSY_TIMEOUT_MS");
+    const blank = await hermes(["profile", "list"], { home, env: { HERMES_DB_BUSY_TIMEOUT_MS: "", HERMES_LOG_LEVEL: "" } });
+    expect(blank.code, blank.stderr).toBe(0);
+  });
+});
+
 describe("damaged or unknown state.db is refused, never reset", () => {
   function garbageHome(): { home: string; stateDb: string; hash: string } {
     const home = newHome();

@@ -5,6 +5,7 @@
 
 export { toWireProfile, toWireRoutine, toWireRun } from "./api/botmode/wire.js";
 export { BotMetadata } from "./app/botmode/bot-metadata.js";
+export { busyTimeoutFromEnv, DEFAULT_DB_BUSY_TIMEOUT_MS } from "./app/config.js";
 export { ModelConfigSource } from "./app/model-config.js";
 export { PeerClient, type PeerSender } from "./app/peers/peer-client.js";
 export { addPeer, assertPeerName, listPeers, removePeer } from "./app/peers/peer-config.js";

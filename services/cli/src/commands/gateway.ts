@@ -1,4 +1,4 @@
-import { DAEMON_UMASK } from "@hermes/common/client";
+import { becomeDaemon } from "@hermes/common/client";
 import { GatewayServiceClient } from "@hermes/proto/hermes/v1/gateway";
 import type { Command } from "commander";
 import type { CommandRunner } from "../main.js";
@@ -34,7 +34,7 @@ export function registerGatewayCommands(program: Command, run: CommandRunner): v
             advertise?: string;
           },
         ) => {
-          process.umask(DAEMON_UMASK);
+          becomeDaemon();
           const { Gateway } = await import("@hermes/gateway");
           const gw = await Gateway.start({
             home: ctx.home.root,

@@ -1,10 +1,10 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { DAEMON_UMASK, HermesError, PeerChannel, systemClock, unixSocketAnswers } from "@hermes/common/client";
+import { becomeDaemon, envValue, HermesError, PeerChannel, systemClock, unixSocketAnswers } from "@hermes/common/client";
 import { type ConnectionInfo, RelayAdminServiceClient, type RelayStatus } from "@hermes/proto/hermes/v1/relay";
 import type { KeyAdmin, RelayStore } from "@hermes/relay";
 import type { Command } from "commander";
-import type { CliContext } from "../context.js";
+import { type CliContext, folderOption } from "../context.js";
 import type { CommandRunner } from "../main.js";
 import { emit, table, warn } from "../output.js";
 
@@ -16,7 +16,8 @@ const DATA_HELP = "the relay's data folder (default HERMES_RELAY_DATA, else HERM
 
 /** `--data DIR`, else HERMES_RELAY_DATA, else HERMES_HOME/relay. */
 function dataDir(ctx: CliContext, o: RelayOptions): string {
-  return o.data ?? process.env.HERMES_RELAY_DATA ?? join(ctx.home.root, "relay");
+  if (o.data !== undefined) return folderOption(o.data, "--data");
+  return envValue(process.env, "HERMES_RELAY_DATA") ?? join(ctx.home.root, "relay");
 }
 
 /**
@@ -80,7 +81,7 @@ export function registerRelayCommands(program: Command, run: CommandRunner): voi
     .action(
       run(async (ctx, o: { grpc?: string; http?: string } & RelayOptions) => {
         const dir = dataDir(ctx, o);
-        process.umask(DAEMON_UMASK);
+        becomeDaemon();
         const { Relay } = await import("@hermes/relay");
         const r = await Relay.start({ dataDir: dir, overrides: { grpc: o.grpc, http: o.http } });
         for (const warning of r.startWarnings) warn(warning);

@@ -44,6 +44,8 @@ export interface RunOptions {
   home?: string;
   env?: Record<string, string>;
   timeoutMs?: number;
+  /** The folder the command runs in (default: the test runner's). */
+  cwd?: string;
 }
 
 /**
@@ -56,7 +58,7 @@ export function hermes(args: string[], options: RunOptions = {}): Promise<CliRes
     const child = execFile(
       process.execPath,
       [HERMES_BIN, ...args],
-      { env, timeout: options.timeoutMs ?? 30_000, maxBuffer: 16 * 1024 * 1024 },
+      { env, timeout: options.timeoutMs ?? 30_000, maxBuffer: 16 * 1024 * 1024, ...(options.cwd ? { cwd: options.cwd } : {}) },
       (err, stdout, stderr) => {
         if (err && typeof err.code !== "number") {
           reject(new Error(`hermes ${args.join(" ")} did not exit normally (${err.message}); stderr: ${stderr}`));

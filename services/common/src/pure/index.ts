@@ -8,6 +8,7 @@ export * from "./backoff.js";
 export * from "./clock.js";
 export * from "./config.js";
 export * from "./daemon-flags.js";
+export * from "./env.js";
 export * from "./errors.js";
 export * from "./lanes.js";
 export * from "./migration-step.js";

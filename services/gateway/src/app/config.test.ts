@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { HermesHome } from "../store/home.js";
-import { DEFAULT_MAX_RPC_CONNECTIONS, resolveGatewaySettings } from "./config.js";
+import { DEFAULT_DB_BUSY_TIMEOUT_MS, DEFAULT_HTTP, DEFAULT_MAX_RPC_CONNECTIONS, resolveGatewaySettings } from "./config.js";
 
 /** The `http:` keys of config.yaml and their environment override. */
 
@@ -50,5 +50,38 @@ describe("http settings", () => {
     expect(() => resolveGatewaySettings(home, {}, { HERMES_HTTP_ALLOWED_ORIGINS: "https://a.example,evil" })).toThrow(
       /HERMES_HTTP_ALLOWED_ORIGINS/,
     );
+  });
+});
+
+describe("environment overrides", () => {
+  it("a blank variable is not set: the file's value or the default holds", () => {
+    const home = homeWith("gateway:\n  grpc: 127.0.0.1:7555\n  db_busy_timeout_ms: 250\n");
+    writeFileSync(home.envFile, "HERMES_GATEWAY_ID=\n");
+    const s = resolveGatewaySettings(home, {}, { HERMES_GRPC: "", HERMES_HTTP: "  ", HERMES_DB_BUSY_TIMEOUT_MS: "" });
+    expect(s.grpc).toBe("127.0.0.1:7555");
+    expect(s.http).toBe(DEFAULT_HTTP);
+    expect(s.dbBusyTimeoutMs).toBe(250);
+    expect(s.gatewayId).toBeUndefined();
+  });
+
+  it("a blank variable in the environment gives way to HERMES_HOME/.env", () => {
+    const home = homeWith("");
+    writeFileSync(home.envFile, "HERMES_GRPC=127.0.0.1:7666\n");
+    expect(resolveGatewaySettings(home, {}, { HERMES_GRPC: "" }).grpc).toBe("127.0.0.1:7666");
+  });
+
+  it("HERMES_DB_BUSY_TIMEOUT_MS takes whole milliseconds within the file's bounds, else names itself", () => {
+    const home = homeWith("");
+    expect(resolveGatewaySettings(home, {}, {}).dbBusyTimeoutMs).toBe(DEFAULT_DB_BUSY_TIMEOUT_MS);
+    expect(resolveGatewaySettings(home, {}, { HERMES_DB_BUSY_TIMEOUT_MS: " 0 " }).dbBusyTimeoutMs).toBe(0);
+    expect(resolveGatewaySettings(home, {}, { HERMES_DB_BUSY_TIMEOUT_MS: "60000" }).dbBusyTimeoutMs).toBe(60_000);
+    for (const bad of ["abc", "-1", "1.5", "1e3", "60001", "0x10"]) {
+      expect(() => resolveGatewaySettings(home, {}, { HERMES_DB_BUSY_TIMEOUT_MS: bad })).toThrow(
+        expect.objectContaining({
+          reason: "invalid_config",
+          message: expect.stringContaining(`HERMES_DB_BUSY_TIMEOUT_MS=${JSON.stringify(bad)}`),
+        }),
+      );
+    }
   });
 });

@@ -5,9 +5,11 @@ import {
   canonicalOrigin,
   DEFAULT_PROFILE,
   describeListen,
+  envValue,
   HermesError,
   type HostResolver,
   parseHostPort,
+  parseMilliseconds,
   type ResolvedListen,
   readEnvFile,
   readYamlFile,
@@ -19,6 +21,9 @@ import { DESCRIPTION_MAX, TITLE_MAX } from "../core/botmode/profile-meta.js";
 import { messageLength } from "../core/delivery/envelope.js";
 import { telegramPlatformSchema } from "../core/telegram/config.js";
 import type { HermesHome } from "../store/home.js";
+
+/** The longest wait for a database lock the config accepts, ms. */
+const MAX_DB_BUSY_TIMEOUT_MS = 60_000;
 
 const hostPort = z.string().refine((v) => {
   try {
@@ -109,7 +114,7 @@ export const gatewayConfigSchema = modelConfigSchema
         routing_persist_seconds: z.number().positive().max(3600).optional(),
         heartbeat_seconds: z.number().positive().max(3600).optional(),
         shutdown_grace_seconds: z.number().positive().max(300).optional(),
-        db_busy_timeout_ms: z.number().int().min(0).max(60_000).optional(),
+        db_busy_timeout_ms: z.number().int().min(0).max(MAX_DB_BUSY_TIMEOUT_MS).optional(),
       })
       .strict()
       .optional(),
@@ -273,6 +278,14 @@ export interface SettingsOverrides {
 }
 
 export const DEFAULT_GRPC = "127.0.0.1:7440";
+
+/** How long a write waits for another connection's lock on a database (gateway.db_busy_timeout_ms). */
+export const DEFAULT_DB_BUSY_TIMEOUT_MS = 5000;
+
+/** HERMES_DB_BUSY_TIMEOUT_MS (blank: undefined), held to the config file's bounds. */
+export function busyTimeoutFromEnv(value: string | undefined): number | undefined {
+  return value === undefined ? undefined : parseMilliseconds(value, "HERMES_DB_BUSY_TIMEOUT_MS", MAX_DB_BUSY_TIMEOUT_MS);
+}
 export const DEFAULT_HTTP = "127.0.0.1:7441";
 /** WebSocket connections a gateway serves at once unless `http.max_rpc_connections` says otherwise. */
 export const DEFAULT_MAX_RPC_CONNECTIONS = 256;
@@ -344,7 +357,8 @@ export function parseCoordinatorUrl(value: string, where: string): string[] {
 export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOverrides = {}, env = process.env): GatewaySettings {
   const file = loadGatewayConfigFile(home);
   const dotenv = readEnvFile(home.envFile);
-  const fromEnv = (name: string) => env[name] ?? dotenv[name];
+  // A blank variable is not set (HERMES_HTTP_ALLOWED_ORIGINS below is the exception: blank means none).
+  const fromEnv = (name: string) => envValue(env, name) ?? envValue(dotenv, name);
   const g = file.gateway ?? {};
   const grpc = overrides.grpc ?? fromEnv("HERMES_GRPC") ?? g.grpc ?? DEFAULT_GRPC;
   const http = overrides.http ?? fromEnv("HERMES_HTTP") ?? g.http ?? DEFAULT_HTTP;
@@ -368,7 +382,8 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
   const relayKey = overrides.relayKey ?? fromEnv("HERMES_RELAY_KEY") ?? file.relay?.key;
   const relayConnection = overrides.relayConnection ?? fromEnv("HERMES_RELAY_CONNECTION") ?? file.relay?.connection;
   const gatewayId = overrides.id ?? fromEnv("HERMES_GATEWAY_ID") ?? g.id;
-  const originsFromEnv = fromEnv("HERMES_HTTP_ALLOWED_ORIGINS");
+  const originsFromEnv = env.HERMES_HTTP_ALLOWED_ORIGINS ?? dotenv.HERMES_HTTP_ALLOWED_ORIGINS;
+  const busyTimeout = fromEnv("HERMES_DB_BUSY_TIMEOUT_MS");
   return {
     home: home.root,
     ...(gatewayId ? { gatewayId } : {}),
@@ -381,7 +396,7 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
     routingPersistMs: (g.routing_persist_seconds ?? 30) * 1000,
     heartbeatMs: (g.heartbeat_seconds ?? 30) * 1000,
     shutdownGraceMs: (g.shutdown_grace_seconds ?? 10) * 1000,
-    dbBusyTimeoutMs: Number(fromEnv("HERMES_DB_BUSY_TIMEOUT_MS") ?? g.db_busy_timeout_ms ?? 5000),
+    dbBusyTimeoutMs: busyTimeoutFromEnv(busyTimeout) ?? g.db_busy_timeout_ms ?? DEFAULT_DB_BUSY_TIMEOUT_MS,
     ...(relayUrl
       ? {
           relay: {

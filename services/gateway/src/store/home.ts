@@ -4,6 +4,7 @@ import { homedir } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import {
   DEFAULT_PROFILE,
+  envValue,
   HermesError,
   isValidProfileName,
   NODE_WRITE_FS,
@@ -19,8 +20,9 @@ const STAGING_PREFIX = ".staging-";
 /** A staging folder older than this was left by a crash (a create takes milliseconds): removed. */
 const STALE_STAGING_MS = 10 * 60_000;
 
+/** HERMES_HOME, else ~/.hermes (a blank HERMES_HOME is not set: never the current folder). */
 export function defaultHomePath(): string {
-  return process.env.HERMES_HOME ?? join(homedir(), ".hermes");
+  return envValue(process.env, "HERMES_HOME") ?? join(homedir(), ".hermes");
 }
 
 /**

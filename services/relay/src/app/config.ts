@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { parseHostPort, readYamlFile, validateConfig } from "@hermes/common";
+import { envValue, parseHostPort, readYamlFile, validateConfig } from "@hermes/common";
 import { z } from "zod";
 
 export const DEFAULT_RELAY_GRPC = "127.0.0.1:7450";
@@ -67,12 +67,12 @@ export function relayConfigFile(dataDir: string): string {
   return join(dataDir, "relay.yaml");
 }
 
-/** relay.yaml, then the environment (HERMES_RELAY_GRPC, HERMES_RELAY_HTTP), then flags. */
+/** relay.yaml, then the environment (HERMES_RELAY_GRPC, HERMES_RELAY_HTTP; blank: not set), then flags. */
 export function resolveRelaySettings(dataDir: string, overrides: RelayOverrides = {}, env = process.env): RelaySettings {
   const file = relayConfigFile(dataDir);
   const cfg = validateConfig(relayConfigSchema, readYamlFile(file), file);
-  const grpc = overrides.grpc ?? env.HERMES_RELAY_GRPC ?? cfg.grpc ?? DEFAULT_RELAY_GRPC;
-  const http = overrides.http ?? env.HERMES_RELAY_HTTP ?? cfg.http ?? DEFAULT_RELAY_HTTP;
+  const grpc = overrides.grpc ?? envValue(env, "HERMES_RELAY_GRPC") ?? cfg.grpc ?? DEFAULT_RELAY_GRPC;
+  const http = overrides.http ?? envValue(env, "HERMES_RELAY_HTTP") ?? cfg.http ?? DEFAULT_RELAY_HTTP;
   return {
     dataDir,
     grpc,
