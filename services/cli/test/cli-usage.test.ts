@@ -225,7 +225,7 @@ describe("blank settings", () => {
     expect(existsSync(join(user, ".hermes", "state.db"))).toBe(true);
   });
 
-  it("a blank --home is refused with exit 2 before anything is written", async () => {
+  it("a blank --home, --data or --dir is refused with exit 2 before anything is written", async () => {
     const cwd = newHome();
     for (const args of [
       ["--home", "", "profile", "list"],
@@ -238,6 +238,9 @@ describe("blank settings", () => {
     const relay = await hermes(["relay", "start", "--data", ""], { cwd, home: newHome() });
     expect(relay.code).toBe(2);
     expect(relay.stderr).toContain("--data is blank");
+    const up = await hermes(["up", "--dir", " "], { cwd });
+    expect(up.code).toBe(2);
+    expect(up.stderr).toContain("--dir is blank");
     expect(readdirSync(cwd)).toEqual([]);
   });
 

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HERMES_BIN } from "../../../test/support/daemons.js";
 import { eventually } from "../../../test/support/eventually.js";
@@ -36,8 +37,8 @@ function startWithClosedOutput(args: string[]): { child: ChildProcess; exited: P
   return { child, exited };
 }
 
-async function stop(daemon: ReturnType<typeof startWithClosedOutput>) {
-  daemon.child.kill("SIGTERM");
+async function stop(daemon: ReturnType<typeof startWithClosedOutput>, signal: NodeJS.Signals = "SIGTERM") {
+  daemon.child.kill(signal);
   const killer = setTimeout(() => daemon.child.kill("SIGKILL"), 10_000);
   const exit = await daemon.exited;
   clearTimeout(killer);
@@ -63,6 +64,23 @@ describe("daemons with closed stdout and stderr", () => {
     } finally {
       expect(await stop(gw)).toEqual({ code: 0, signal: null });
     }
+  });
+
+  it("hermes up keeps supervising its mesh and, on Ctrl-C, stops it and exits 0", async () => {
+    const dir = join(newHome("hup-"), "mesh");
+    const up = startWithClosedOutput(["up", "--dir", dir, "--gateways", "1"]);
+    try {
+      await eventually(async () => expect((await hermes(["gateway", "status"], { home: join(dir, "gw-1") })).code).toBe(0), {
+        what: "gw-1 of the mesh answering",
+        timeoutMs: 60_000,
+        intervalMs: 250,
+      });
+      const chat = await hermes(["-p", "alice", "chat", "-q", "héllo"], { home: join(dir, "gw-1") });
+      expect(chat.code, chat.stderr).toBe(0);
+    } finally {
+      expect(await stop(up, "SIGINT")).toEqual({ code: 0, signal: null });
+    }
+    expect((await hermes(["gateway", "status"], { home: join(dir, "gw-1") })).code).toBe(1);
   });
 
   it("so does a relay", async () => {

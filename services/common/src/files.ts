@@ -111,14 +111,19 @@ export async function claimUnixSocket(path: string, whoIsServing: string): Promi
  */
 export const DAEMON_UMASK = 0o077;
 
-/**
- * Sets up the process a daemon runs in: DAEMON_UMASK, and output that can go away. A gateway
- * started as `hermes gateway start | head -1`, or whose log collector died, must keep serving: a
- * write to a closed stdout or stderr (EPIPE), or to a full disk, raises an error on the stream that
- * would otherwise end the process. Those lines are lost; there is nowhere left to say so.
- */
+/** Sets up the process a daemon (gateway, relay) runs in: DAEMON_UMASK, and output that can go away. */
 export function becomeDaemon(): void {
   process.umask(DAEMON_UMASK);
+  keepRunningWithoutOutput();
+}
+
+/**
+ * A long-running command started as `hermes gateway start | head -1`, or whose log collector died,
+ * must keep going: a write to a closed stdout or stderr (EPIPE), or to a full disk, raises an error
+ * on the stream that would otherwise end the process. Those lines are lost; there is nowhere left
+ * to say so.
+ */
+export function keepRunningWithoutOutput(): void {
   for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
 }
 

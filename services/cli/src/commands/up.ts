@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
-import { HermesError } from "@hermes/common/client";
+import { HermesError, keepRunningWithoutOutput } from "@hermes/common/client";
 import type { Command } from "commander";
+import { folderOption } from "../context.js";
 import type { CommandRunner } from "../main.js";
 import { MAX_GATEWAYS } from "../up/demo-plan.js";
 
@@ -26,8 +27,11 @@ export function registerUpCommand(program: Command, run: CommandRunner): void {
         if (!Number.isInteger(count) || count < 1 || count > MAX_GATEWAYS) {
           throw new HermesError("invalid_params", `--gateways must be a whole number from 1 to ${MAX_GATEWAYS}, got ${o.gateways}`);
         }
+        const dir = resolve(o.dir === undefined ? ".hermes-local" : folderOption(o.dir, "--dir"));
+        // It supervises its children until Ctrl-C, whether or not anyone still reads what it prints.
+        keepRunningWithoutOutput();
         const { up } = await import("../up/mesh.js");
-        await up(count, resolve(o.dir ?? ".hermes-local"), { coordinator: o.coordinator === true });
+        await up(count, dir, { coordinator: o.coordinator === true });
       }),
     );
 }
