@@ -38,8 +38,6 @@ function runner(exit: { code: number }): CommandRunner {
     async (...args) => {
       const command = args[args.length - 1] as Command;
       const globals = command.optsWithGlobals() as GlobalOptions;
-      // commander hands a blank HERMES_HOME over as --home's value: it is not set.
-      if (globals.home?.trim() === "" && command.getOptionValueSourceWithGlobals("home") === "env") delete globals.home;
       let ctx: CliContext | undefined;
       try {
         ctx = new CliContext(globals);
@@ -56,7 +54,9 @@ export function buildProgram(exit: { code: number }): Command {
   const program = new Command("hermes")
     .description("Hermes Mesh: gateways, replicated rooms, bot-to-bot delivery and relay for Hermes bots")
     .version(VERSION, "-V, --version")
-    .addOption(new Option("--home <dir>", "HERMES_HOME (default ~/.hermes)").env("HERMES_HOME"))
+    // Without --home, defaultHomePath reads HERMES_HOME (a blank one is not set): not commander's
+    // .env(), which would hand a blank variable over as a blank --home.
+    .option("--home <dir>", "HERMES_HOME (default ~/.hermes) (env: HERMES_HOME)")
     .addOption(
       new Option("--gateway <url>", "gateway gRPC URL (grpc://host:port); default: the control socket of --home").env("HERMES_GATEWAY"),
     )

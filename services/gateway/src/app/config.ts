@@ -278,6 +278,9 @@ export interface SettingsOverrides {
 }
 
 export const DEFAULT_GRPC = "127.0.0.1:7440";
+export const DEFAULT_HTTP = "127.0.0.1:7441";
+/** WebSocket connections a gateway serves at once unless `http.max_rpc_connections` says otherwise. */
+export const DEFAULT_MAX_RPC_CONNECTIONS = 256;
 
 /** How long a write waits for another connection's lock on a database (gateway.db_busy_timeout_ms). */
 export const DEFAULT_DB_BUSY_TIMEOUT_MS = 5000;
@@ -286,9 +289,6 @@ export const DEFAULT_DB_BUSY_TIMEOUT_MS = 5000;
 export function busyTimeoutFromEnv(value: string | undefined): number | undefined {
   return value === undefined ? undefined : parseMilliseconds(value, "HERMES_DB_BUSY_TIMEOUT_MS", MAX_DB_BUSY_TIMEOUT_MS);
 }
-export const DEFAULT_HTTP = "127.0.0.1:7441";
-/** WebSocket connections a gateway serves at once unless `http.max_rpc_connections` says otherwise. */
-export const DEFAULT_MAX_RPC_CONNECTIONS = 256;
 
 export function loadGatewayConfigFile(home: HermesHome): GatewayConfigFile {
   return validateConfig(gatewayConfigSchema, readYamlFile(home.configFile), home.configFile);
@@ -364,7 +364,7 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
   const http = overrides.http ?? fromEnv("HERMES_HTTP") ?? g.http ?? DEFAULT_HTTP;
   const envKey = fromEnv("API_SERVER_KEY");
   if (envKey) assertApiKey(envKey, `API_SERVER_KEY (${env.API_SERVER_KEY !== undefined ? "environment" : home.envFile})`);
-  const meshKey = fromEnv("HERMES_MESH_KEY") || undefined;
+  const meshKey = fromEnv("HERMES_MESH_KEY");
   if (meshKey) assertApiKey(meshKey, `HERMES_MESH_KEY (${env.HERMES_MESH_KEY !== undefined ? "environment" : home.envFile})`);
   const apiKeys = [envKey, g.api_key, meshKey].filter((k): k is string => typeof k === "string" && k.length > 0);
   const coordinatorUrl = overrides.coordinator ?? fromEnv("HERMES_COORDINATOR");
@@ -383,7 +383,6 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
   const relayConnection = overrides.relayConnection ?? fromEnv("HERMES_RELAY_CONNECTION") ?? file.relay?.connection;
   const gatewayId = overrides.id ?? fromEnv("HERMES_GATEWAY_ID") ?? g.id;
   const originsFromEnv = env.HERMES_HTTP_ALLOWED_ORIGINS ?? dotenv.HERMES_HTTP_ALLOWED_ORIGINS;
-  const busyTimeout = fromEnv("HERMES_DB_BUSY_TIMEOUT_MS");
   return {
     home: home.root,
     ...(gatewayId ? { gatewayId } : {}),
@@ -396,7 +395,7 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
     routingPersistMs: (g.routing_persist_seconds ?? 30) * 1000,
     heartbeatMs: (g.heartbeat_seconds ?? 30) * 1000,
     shutdownGraceMs: (g.shutdown_grace_seconds ?? 10) * 1000,
-    dbBusyTimeoutMs: busyTimeoutFromEnv(busyTimeout) ?? g.db_busy_timeout_ms ?? DEFAULT_DB_BUSY_TIMEOUT_MS,
+    dbBusyTimeoutMs: busyTimeoutFromEnv(fromEnv("HERMES_DB_BUSY_TIMEOUT_MS")) ?? g.db_busy_timeout_ms ?? DEFAULT_DB_BUSY_TIMEOUT_MS,
     ...(relayUrl
       ? {
           relay: {

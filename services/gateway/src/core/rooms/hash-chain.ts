@@ -65,7 +65,12 @@ export class ChainHasher {
     const payloadUnits = plainText === undefined ? fields.payload_json.length : plainText.length;
     // UTF-8 takes at most 3 bytes per UTF-16 unit.
     const bound =
-      3 * (prevHash.length + fields.event_id.length + payloadUnits) + this.middle.length + MESSAGE_HEAD.length + SAFE_INTEGER_MAX_BYTES + 8;
+      3 * (prevHash.length + fields.event_id.length + payloadUnits) +
+      this.middle.length +
+      MESSAGE_HEAD.length +
+      MESSAGE_TAIL.length +
+      SAFE_INTEGER_MAX_BYTES +
+      8;
     if (bound > this.buffer.length) this.buffer = textBuffer(Math.max(bound, this.buffer.length * 2));
     const buffer = this.buffer;
     // The pieces that repeat from event to event are copied as bytes (a copy costs a third of a
