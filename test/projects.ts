@@ -25,7 +25,6 @@ export const CORE_TESTS = [
   "services/*/src/core/**/*.test.ts",
   "services/common/src/pure/**/*.test.ts",
   "services/cli/src/up/demo-plan.test.ts",
-  "services/gateway/src/app/conversation-memo.test.ts",
   "services/gateway/src/app/linked-signal.test.ts",
   "services/cli/src/table.test.ts",
   "services/console/test/text-only.test.ts",

@@ -8,9 +8,10 @@ import { startTestGateway, type TestGateway } from "./support/gateway-harness.js
 
 /**
  * What a turn reads of its session's transcript: the conversation is remembered past the session's
- * warm agent (one warm slot here, so every other turn rebuilds the agent), and a turn reads only
- * the rows added since — a delivery's turn and its notification included — never the whole
- * transcript again, yet the model sees all of it.
+ * warm agent (one warm slot here, so every other turn rebuilds the agent), and a turn needs only
+ * the rows added since — a delivery's turn and its notification included — which the transcript
+ * store still has when they are few (it wrote them), else reads; never the whole transcript again,
+ * yet the model sees all of it.
  */
 
 let t: TestGateway;
@@ -32,6 +33,7 @@ describe("turn history", () => {
     const builds = chat.agents.builds;
     const wholeReads = vi.spyOn(TranscriptStore.prototype, "list");
     const tailReads = vi.spyOn(TranscriptStore.prototype, "from");
+    const keptTails = vi.spyOn(TranscriptStore.prototype, "keptFrom");
     try {
       // The delivery's turn rebuilds alice's agent; bob's Bot Chat gets the notification meanwhile.
       const receipt = await sendAndWait(t, "bob", "alice", "the build is green");
@@ -42,18 +44,37 @@ describe("turn history", () => {
       const heard = await chat.turn({ profile: "alice", text: "what did bob say?" });
       expect(heard.reply).toContain('"the build is green"');
       expect(wholeReads).not.toHaveBeenCalled();
-      expect(tailReads).toHaveBeenCalledTimes(3);
+      expect(keptTails).toHaveBeenCalledTimes(3);
+      expect(tailReads).not.toHaveBeenCalled();
       // bob's agent lost its slot too; the notification with alice's reply is part of what his turn reads.
       const fromAlice = await chat.turn({ profile: "bob", text: "what did alice say?" });
       expect(fromAlice.reply).toMatch(/^alice said: "Hi bob, alice here\./);
       expect(wholeReads).not.toHaveBeenCalled();
+      expect(tailReads).not.toHaveBeenCalled();
       expect(chat.agents.builds).toBe(builds + 2);
+      // More notifications than the store keeps of a session: bob's next turn reads them.
+      for (let i = 1; i <= 9; i++) expect((await sendAndWait(t, "bob", "alice", `update ${i}`)).state).toBe("settled");
+      const afterMany = await chat.turn({ profile: "bob", text: "what did alice say?" });
+      expect(afterMany.reply).toMatch(/^alice said: "Hi bob, alice here\./);
+      expect(tailReads).toHaveBeenCalledTimes(1);
+      expect(wholeReads).not.toHaveBeenCalled();
     } finally {
       wholeReads.mockRestore();
       tailReads.mockRestore();
+      keptTails.mockRestore();
     }
     const alice = botChat(t, "alice");
-    expect(alice.map((m) => m.role)).toEqual(["user", "assistant", "user", "assistant", "user", "assistant", "user", "assistant"]);
-    expect(botChat(t, "bob").map((m) => m.role)).toEqual(["user", "assistant", "notification", "user", "assistant"]);
+    // Four turns, then the nine deliveries' turns.
+    expect(alice.map((m) => m.role)).toEqual(Array.from({ length: 13 }, () => ["user", "assistant"]).flat());
+    expect(botChat(t, "bob").map((m) => m.role)).toEqual([
+      "user",
+      "assistant",
+      "notification",
+      "user",
+      "assistant",
+      ...Array<string>(9).fill("notification"),
+      "user",
+      "assistant",
+    ]);
   });
 });

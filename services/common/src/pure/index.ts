@@ -11,5 +11,6 @@ export * from "./daemon-flags.js";
 export * from "./env.js";
 export * from "./errors.js";
 export * from "./lanes.js";
+export * from "./lru-map.js";
 export * from "./migration-step.js";
 export * from "./names.js";

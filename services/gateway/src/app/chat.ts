@@ -1,4 +1,4 @@
-import { type Clock, type Db, HermesError, isoTime, type Logger, newId, settlesWithin, toHermesError } from "@hermes/common";
+import { type Clock, type Db, HermesError, isoTime, type Logger, LruMap, newId, settlesWithin, toHermesError } from "@hermes/common";
 import PQueue from "p-queue";
 import { Counter, type Registry } from "prom-client";
 import { MESSAGE_AGENT_TOOL, MESSAGE_AGENT_TOOL_NAME, parseMessageAgentArgs } from "../core/delivery/message-agent-tool.js";
@@ -23,7 +23,6 @@ import type { SessionRow } from "../store/sessions-store.js";
 import { type TranscriptMessage, TranscriptStore } from "../store/sessions-store.js";
 import { AgentCache, buildChain, endpointIdentity, type PreparedAgent } from "./agents.js";
 import type { AgentSettings } from "./config.js";
-import { ConversationMemo } from "./conversation-memo.js";
 import { LinkedSignal } from "./linked-signal.js";
 import type { ModelConfigSource, ProfileModelConfig } from "./model-config.js";
 import type { ProfileService } from "./profiles.js";
@@ -116,6 +115,12 @@ const NO_TOOLS: readonly ToolSpec[] = [];
 const HISTORY_PAGE = 64;
 /** Conversations remembered per warm-agent slot: sessions whose agent lost its slot keep theirs for a while. */
 const CONVERSATIONS_PER_WARM_AGENT = 2;
+
+/** A session's conversation as provider messages, as of transcript seq `seq`. */
+interface RememberedConversation {
+  seq: number;
+  messages: readonly ChatMessage[];
+}
 export const DEFAULT_AGENT_SETTINGS: AgentSettings = { maxWarm: 32, idleMs: 600_000, slotWaitMs: 30_000, maxToolRounds: 4 };
 
 /** The canonical Bot Chat of its profile (the only place message_agent and the roster exist). */
@@ -197,15 +202,19 @@ export class ChatService {
   private readonly prompts = new Map<string, { persona: PersonaText; roster: RosterEntry[] | undefined; text: string }>();
   /** The last agent spec built from each config object (see specOf). */
   private readonly lastSpecs = new WeakMap<ProfileModelConfig, { spec: AgentSpec; signature: string }>();
-  /** The sessions' conversations as of their last turn, so a turn reads only what was added since. */
-  private readonly conversations: ConversationMemo;
+  /**
+   * The conversations of the most recently used sessions as of their last turn, so a turn reads
+   * only what was added since. It outlives a session's warm agent (an agent rebuilt for a config
+   * change, or after its slot went to another session, still starts from here).
+   */
+  private readonly conversations: LruMap<string, RememberedConversation>;
 
   constructor(private readonly deps: ChatDeps) {
     this.settings = deps.agents ?? DEFAULT_AGENT_SETTINGS;
     this.modelConfig = deps.modelConfig;
     this.host = deps.messaging;
     this.agents = new AgentCache(this.settings, deps.clock, deps.logger, deps.registry);
-    this.conversations = new ConversationMemo(CONVERSATIONS_PER_WARM_AGENT * this.settings.maxWarm);
+    this.conversations = new LruMap(CONVERSATIONS_PER_WARM_AGENT * this.settings.maxWarm);
     this.turnCounter = new Counter({
       name: "hermes_turns_total",
       help: "Turns run by the engine, by kind (chat, delivery) and outcome",
@@ -331,7 +340,7 @@ export class ChatService {
     const result = compactTranscript(transcript.list(sessionId), isoTime(this.deps.clock.now()));
     if (!result) return 0;
     transcript.replace(sessionId, result.messages);
-    this.conversations.forget(sessionId);
+    this.conversations.delete(sessionId);
     await this.deps.profileDbs.durable(db);
     this.deps.logger.info({ session_id: sessionId, removed: result.removed }, "transcript compacted");
     return result.removed;
@@ -511,15 +520,16 @@ export class ChatService {
 
   /**
    * The conversation so far as provider messages. The memo has it up to the seq of the session's
-   * last turn, so a turn reads only that row (still there: the transcript was not replaced) and the
-   * ones added since (notifications and other writers append through the transcript, so new rows
-   * have the next seqs); when it has forgotten the session, or more than a page is new, the turn
-   * reads the whole transcript.
+   * last turn, so a turn needs only that row (still there: the transcript was not replaced) and
+   * the ones added since (notifications and other writers append through the transcript, so new
+   * rows have the next seqs): kept by the transcript store when this process wrote them, else read;
+   * when it has forgotten the session, or more than a page is new, the turn reads the whole
+   * transcript.
    */
   private history(transcript: TranscriptStore, sessionId: string): ChatMessage[] {
     const cached = this.conversations.get(sessionId);
     if (cached) {
-      const rows = transcript.from(sessionId, cached.seq, HISTORY_PAGE + 2);
+      const rows = transcript.keptFrom(sessionId, cached.seq) ?? transcript.from(sessionId, cached.seq, HISTORY_PAGE + 2);
       if (rows[0]?.seq === cached.seq && rows.length <= HISTORY_PAGE + 1) {
         return rows.length === 1 ? [...cached.messages] : [...cached.messages, ...toChatMessages(rows.slice(1))];
       }
@@ -599,7 +609,7 @@ export class ChatService {
       this.dropQueued(session.session_id, why());
       this.running.get(session.session_id)?.abort(why());
       this.agents.evict(session.session_id);
-      this.conversations.forget(session.session_id);
+      this.conversations.delete(session.session_id);
     }
   }
 

@@ -2,6 +2,7 @@ import { type Db, HermesError, tableExists } from "@hermes/common";
 import { IDENTITY_REGISTRY, type IdentityColumn, type IdentityTable, PROFILE_ID_TABLES } from "../core/identity/registry.js";
 import { prefixUpperBound, profileKeyPrefix } from "../core/identity/routing-key.js";
 import { profileId } from "./profile-ids.js";
+import { forgetSessionRows } from "./sessions-store.js";
 
 /** Rows rewritten (or purged) per table; tables with nothing to do are omitted. */
 export type TableCounts = Record<string, number>;
@@ -199,7 +200,11 @@ export function rekeyProfileState(db: Db, oldName: string, newName: string, regi
     }
     return counts;
   });
-  return run.immediate();
+  try {
+    return run.immediate();
+  } finally {
+    forgetSessionRows(db);
+  }
 }
 
 /**
@@ -259,5 +264,9 @@ export function purgeProfileState(db: Db, name: string, registry = IDENTITY_REGI
     }
     return counts;
   });
-  return run.immediate();
+  try {
+    return run.immediate();
+  } finally {
+    forgetSessionRows(db);
+  }
 }

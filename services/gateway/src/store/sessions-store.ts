@@ -1,4 +1,4 @@
-import { type Db, HermesError, statement } from "@hermes/common";
+import { type Db, HermesError, LruMap, statement } from "@hermes/common";
 import {
   originOf,
   profileKeyPrefix,
@@ -52,12 +52,73 @@ const toSession = (r: RawSession): SessionRow => ({
   origin: originOf(r.profile_name, JSON.parse(r.origin_json) as StoredOrigin),
 });
 
+/** How many session rows a connection keeps (least recently used out first): a few MB. */
+const SESSION_ROWS_KEPT = 4096;
+
+/**
+ * The session rows a connection has read, by id and by key: a delivery looks its sessions up five
+ * times (the lane, the turn, the touch, the notification), each a query before. While the gateway
+ * holds the store a row changes only through this connection: through SessionsStore, which keeps
+ * its copy current, or an identity change (a rename or delete), after which `forgetSessionRows`
+ * drops every copy.
+ */
+class KeptSessions {
+  private readonly byId = new LruMap<string, SessionRow>(SESSION_ROWS_KEPT);
+  /** Ids by key; an entry whose row is gone or has another key now is ignored. */
+  private readonly idByKey = new LruMap<string, string>(SESSION_ROWS_KEPT);
+
+  get(sessionId: string): SessionRow | undefined {
+    return this.byId.get(sessionId);
+  }
+
+  getByKey(sessionKey: string): SessionRow | undefined {
+    const id = this.idByKey.get(sessionKey);
+    const row = id === undefined ? undefined : this.byId.get(id);
+    return row?.session_key === sessionKey ? row : undefined;
+  }
+
+  keep(row: SessionRow): SessionRow {
+    this.byId.set(row.session_id, row);
+    this.idByKey.set(row.session_key, row.session_id);
+    return row;
+  }
+
+  forget(sessionId: string): void {
+    this.byId.delete(sessionId);
+  }
+
+  clear(): void {
+    this.byId.clear();
+    this.idByKey.clear();
+  }
+}
+
+const keptSessions = new WeakMap<Db, KeptSessions>();
+
+function keptOf(db: Db): KeptSessions {
+  let kept = keptSessions.get(db);
+  if (!kept) {
+    kept = new KeptSessions();
+    keptSessions.set(db, kept);
+  }
+  return kept;
+}
+
+/** After a change that rewrote session rows behind SessionsStore (a profile renamed or deleted, a rolled-back touch). */
+export function forgetSessionRows(db: Db): void {
+  keptSessions.get(db)?.clear();
+}
+
 /**
  * Sessions by id and by key. The table keeps the profile as its id and the key without its
  * `agent:<name>:` prefix; names are translated here, so a rename never touches these rows.
  */
 export class SessionsStore {
-  constructor(private readonly db: Db) {}
+  private readonly kept: KeptSessions;
+
+  constructor(private readonly db: Db) {
+    this.kept = keptOf(db);
+  }
 
   /** Writes a new session; its key must be one of its profile's (`agent:<profile_name>:…`). */
   insert(s: SessionRow): void {
@@ -91,15 +152,19 @@ export class SessionsStore {
   }
 
   byKey(sessionKey: string): SessionRow | undefined {
+    const kept = this.kept.getByKey(sessionKey);
+    if (kept) return kept;
     const key = splitProfileKey(sessionKey);
     if (!key) return undefined;
     const r = statement(this.db, SESSION_BY_KEY).get(key.profile, key.chatKey) as RawSession | undefined;
-    return r && toSession(r);
+    return r && this.kept.keep(toSession(r));
   }
 
   byId(sessionId: string): SessionRow | undefined {
+    const kept = this.kept.get(sessionId);
+    if (kept) return kept;
     const r = statement(this.db, SESSION_BY_ID).get(sessionId) as RawSession | undefined;
-    return r && toSession(r);
+    return r && this.kept.keep(toSession(r));
   }
 
   listByProfile(profile: string): SessionRow[] {
@@ -108,6 +173,8 @@ export class SessionsStore {
 
   touch(sessionId: string, at: string): void {
     statement(this.db, "UPDATE session_records SET updated_at = ? WHERE session_id = ?").run(at, sessionId);
+    const kept = this.kept.get(sessionId);
+    if (kept) this.kept.keep({ ...kept, updated_at: at });
   }
 
   setModelOverride(sessionId: string, model: string | null, provider: string | null): void {
@@ -116,6 +183,7 @@ export class SessionsStore {
       provider,
       sessionId,
     );
+    this.kept.forget(sessionId);
   }
 }
 
@@ -139,11 +207,18 @@ type AppendTransaction = ReturnType<typeof makeAppendTransaction>;
 function makeAppendTransaction(db: Db) {
   const next = statement(db, "SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM messages WHERE session_id = ?");
   const insert = statement(db, "INSERT INTO messages (session_id, seq, role, content, meta_json, created_at) VALUES (?, ?, ?, ?, ?, ?)");
-  return db.transaction((sessionId: string, messages: Omit<TranscriptMessage, "seq">[]): TranscriptMessage[] => {
+  return db.transaction((sessionId: string, messages: Omit<TranscriptMessage, "seq">[]): StoredMessage[] => {
     let seq = (next.get(sessionId) as { seq: number }).seq;
     return messages.map((m) => {
-      insert.run(sessionId, seq, m.role, m.content, JSON.stringify(m.meta), m.created_at);
-      return { ...m, seq: seq++ };
+      const row: StoredMessage = {
+        seq: seq++,
+        role: m.role,
+        content: m.content,
+        meta_json: JSON.stringify(m.meta),
+        created_at: m.created_at,
+      };
+      insert.run(sessionId, row.seq, row.role, row.content, row.meta_json, row.created_at);
+      return row;
     });
   });
 }
@@ -159,6 +234,20 @@ function appendTransaction(db: Db): AppendTransaction {
   }
   return tx;
 }
+
+/** How many sessions' transcript tails the process keeps, and how many messages of each. */
+const TAILS_KEPT = 512;
+const TAIL_MESSAGES = 8;
+
+/**
+ * The last messages of the sessions written most recently, as this process committed them, up to
+ * the transcript's end: a turn whose remembered conversation is only a notification or two behind
+ * gets them from here instead of a read. Session ids are unique across profiles; each tail names
+ * the connection that wrote it (a renamed profile's database is opened again, and its tails no
+ * longer count). While the gateway holds the store every message goes through TranscriptStore,
+ * which extends a tail on each append and drops it on a replace.
+ */
+const transcriptTails = new LruMap<string, { db: Db; rows: readonly StoredMessage[] }>(TAILS_KEPT);
 
 /** A profile's transcripts, in its own state.db (the root one for `default`). */
 export class TranscriptStore {
@@ -181,13 +270,39 @@ export class TranscriptStore {
     return rows.map(toMessage);
   }
 
+  /**
+   * The messages from seq `fromSeq` to the transcript's end when this process wrote them all and
+   * still has them (see transcriptTails), else undefined: `from` without a read.
+   */
+  keptFrom(sessionId: string, fromSeq: number): TranscriptMessage[] | undefined {
+    const rows = this.tail(sessionId);
+    const first = rows?.[0]?.seq;
+    if (rows === undefined || first === undefined || fromSeq < first || fromSeq > first + rows.length - 1) return undefined;
+    return rows.slice(fromSeq - first).map(toMessage);
+  }
+
   /** Appends messages in one transaction with dense per-session seqs. */
   append(sessionId: string, messages: Omit<TranscriptMessage, "seq">[]): TranscriptMessage[] {
-    return appendTransaction(this.db).immediate(sessionId, messages);
+    const before = this.tail(sessionId);
+    transcriptTails.delete(sessionId);
+    const rows = appendTransaction(this.db).immediate(sessionId, messages);
+    const first = rows[0];
+    // Inside an outer transaction (replace) the rows may still be rolled back: only committed rows are kept.
+    if (first && !this.db.inTransaction) {
+      const joined = before && before.at(-1)?.seq === first.seq - 1 ? [...before, ...rows] : rows;
+      transcriptTails.set(sessionId, { db: this.db, rows: joined.slice(-TAIL_MESSAGES) });
+    }
+    return messages.map((m, i) => ({ ...m, seq: rows[i]!.seq }));
+  }
+
+  private tail(sessionId: string): readonly StoredMessage[] | undefined {
+    const tail = transcriptTails.get(sessionId);
+    return tail?.db === this.db ? tail.rows : undefined;
   }
 
   /** Replaces a session's transcript with a shorter one (context compaction); one transaction. */
   replace(sessionId: string, messages: Omit<TranscriptMessage, "seq">[]): void {
+    transcriptTails.delete(sessionId);
     this.db
       .transaction(() => {
         statement(this.db, "DELETE FROM messages WHERE session_id = ?").run(sessionId);

@@ -3,6 +3,7 @@ import type { HermesError } from "@hermes/common/pure";
 import type { IngressEffect } from "../../core/delivery/ingress-machine.js";
 import type { OutboxEffect } from "../../core/delivery/outbox-machine.js";
 import type { DeliveriesStore } from "../../store/deliveries-store.js";
+import { forgetSessionRows } from "../../store/sessions-store.js";
 import { Events } from "../events.js";
 
 /** The row changes the delivery machines decide, as they are committed. */
@@ -185,6 +186,8 @@ export class DeliveryCommit {
   private failed(batch: Batch, err: unknown): void {
     const e = toHermesError(err);
     this.lastFailure = e;
+    // The rolled-back touches had updated the kept session rows.
+    forgetSessionRows(this.deps.store.db);
     this.deps.logger.error({ err: e, writes: batch.writes.length }, "delivery commit failed; nothing in it was acknowledged; retrying");
     this.batch = {
       writes: [...batch.writes, ...this.batch.writes],
