@@ -33,6 +33,14 @@ export function defaultHomePath(): string {
  */
 export class HermesHome {
   readonly root: string;
+  // The layout's paths, joined once: every turn and delivery asks for several.
+  readonly profilesDir: string;
+  readonly tombstonesDir: string;
+  readonly stateDb: string;
+  readonly controlSocket: string;
+  readonly configFile: string;
+  readonly envFile: string;
+  readonly gatewayIdFile: string;
 
   /** `fs` is the file-system seam writes go through (a test plays a full disk with it). */
   constructor(
@@ -40,28 +48,13 @@ export class HermesHome {
     private readonly fs: WriteFs = NODE_WRITE_FS,
   ) {
     this.root = resolve(root);
-  }
-
-  get profilesDir(): string {
-    return join(this.root, "profiles");
-  }
-  get tombstonesDir(): string {
-    return join(this.profilesDir, ".deleted");
-  }
-  get stateDb(): string {
-    return join(this.root, "state.db");
-  }
-  get controlSocket(): string {
-    return join(this.root, "gateway.sock");
-  }
-  get configFile(): string {
-    return join(this.root, "config.yaml");
-  }
-  get envFile(): string {
-    return join(this.root, ".env");
-  }
-  get gatewayIdFile(): string {
-    return join(this.root, "gateway_id");
+    this.profilesDir = join(this.root, "profiles");
+    this.tombstonesDir = join(this.profilesDir, ".deleted");
+    this.stateDb = join(this.root, "state.db");
+    this.controlSocket = join(this.root, "gateway.sock");
+    this.configFile = join(this.root, "config.yaml");
+    this.envFile = join(this.root, ".env");
+    this.gatewayIdFile = join(this.root, "gateway_id");
   }
 
   /** The default profile is HERMES_HOME itself; named profiles live under profiles/<name>. */
