@@ -116,6 +116,12 @@ const HISTORY_PAGE = 64;
 /** Conversations remembered per warm-agent slot: sessions whose agent lost its slot keep theirs for a while. */
 const CONVERSATIONS_PER_WARM_AGENT = 2;
 
+/** A turn being run: its signal, and why it was stopped when its profile was deleted. */
+interface RunningTurn {
+  signal: LinkedSignal;
+  deleted: HermesError | undefined;
+}
+
 /** A session's conversation as provider messages, as of transcript seq `seq`. */
 interface RememberedConversation {
   seq: number;
@@ -189,14 +195,15 @@ export class ChatService {
   private readonly lanes = new Map<string, PQueue>();
   /** Work queued in a lane and not started yet, so a stop can reject it instead of leaving it hanging. */
   private readonly waiting = new Map<string, Set<(err: unknown) => void>>();
-  /** The turn running in each session, so deleting its profile can stop it. */
-  private readonly running = new Map<string, AbortController>();
+  /** The turn running in each session, so deleting its profile (or a stop past its grace) can stop it. */
+  private readonly running = new Map<string, RunningTurn>();
   readonly modelConfig: ModelConfigSource;
   readonly agents: AgentCache;
   private readonly settings: AgentSettings;
   private readonly host: MessageAgentHost | undefined;
   private stopping = false;
-  private readonly stopController = new AbortController();
+  /** Set when a stop's grace ran out: running turns were cancelled with it, and any that starts after is. */
+  private cancelledBy: HermesError | undefined;
   private readonly turnCounter: Counter<"kind" | "outcome">;
   /** Each profile's last system prompt and the persona (the config's object: unchanged files, same object) and roster it was built from. */
   private readonly prompts = new Map<string, { persona: PersonaText; roster: RosterEntry[] | undefined; text: string }>();
@@ -359,11 +366,12 @@ export class ChatService {
     const kind = options.obligation === false ? "delivery" : "chat";
     // A rename while the turn waited moved its session to the new name; the turn follows it.
     const session = this.currentSession(queuedAs.session_id, profile);
-    const turn = new AbortController();
+    // One signal for the turn: the caller's, or this service's own abort (a delete, a stop).
+    const turn: RunningTurn = { signal: new LinkedSignal([options.signal]), deleted: undefined };
+    if (this.cancelledBy) turn.signal.abort(this.cancelledBy);
     this.running.set(session.session_id, turn);
     const finish = options.obligation === false ? () => {} : this.openObligation(session);
-    const linked = new LinkedSignal([this.stopController.signal, turn.signal, options.signal]);
-    const signal = linked.signal;
+    const signal = turn.signal.signal;
     const effects = { tool_calls: 0 };
     try {
       const out = await this.engine(session, text, options, signal, effects);
@@ -374,11 +382,11 @@ export class ChatService {
       finish("failed");
       this.turnCounter.inc({ kind, outcome: "failed" });
       // A turn stopped because its profile was deleted says that, not how the provider call ended.
-      const e = toHermesError(turn.signal.aborted ? turn.signal.reason : err);
+      const e = toHermesError(turn.deleted ?? err);
       e.data["tool_effects"] = effects.tool_calls;
       throw e;
     } finally {
-      linked.dispose();
+      turn.signal.dispose();
       if (this.running.get(session.session_id) === turn) this.running.delete(session.session_id);
     }
   }
@@ -607,7 +615,11 @@ export class ChatService {
       });
     for (const session of this.deps.sessions.store.listByProfile(profile)) {
       this.dropQueued(session.session_id, why());
-      this.running.get(session.session_id)?.abort(why());
+      const turn = this.running.get(session.session_id);
+      if (turn) {
+        turn.deleted = why();
+        turn.signal.abort(turn.deleted);
+      }
       this.agents.evict(session.session_id);
       this.conversations.delete(session.session_id);
     }
@@ -671,7 +683,8 @@ export class ChatService {
     const expired = !(await settlesWithin(idle, graceMs));
     if (expired) {
       this.deps.logger.warn({ grace_ms: graceMs }, "cancelling turns still running at shutdown");
-      this.stopController.abort(new HermesError("runtime_offline", "the gateway is stopping"));
+      this.cancelledBy = new HermesError("runtime_offline", "the gateway is stopping");
+      for (const turn of this.running.values()) turn.signal.abort(this.cancelledBy);
       await idle;
     }
     this.agents.stop();

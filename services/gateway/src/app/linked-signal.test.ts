@@ -20,6 +20,16 @@ describe("LinkedSignal", () => {
     expect(linked.signal.reason).toBe("early");
   });
 
+  it("is aborted by its owner with the owner's reason, and stops listening to its sources", () => {
+    const a = new AbortController();
+    const linked = new LinkedSignal([a.signal]);
+    linked.abort("deleted");
+    a.abort("late");
+    linked.abort("again");
+    expect(linked.signal.aborted).toBe(true);
+    expect(linked.signal.reason).toBe("deleted");
+  });
+
   it("once disposed, its sources no longer abort it", () => {
     const a = new AbortController();
     const linked = new LinkedSignal([a.signal]);

@@ -1,6 +1,6 @@
 /**
  * `AbortSignal.any` for work that ends: a signal that aborts when any source does (with that
- * source's reason). `dispose` removes its listeners when the work is over; a composite of
+ * source's reason), or when its owner aborts it. `dispose` removes its listeners when the work is over; a composite of
  * `AbortSignal.any` instead stays registered on its long-lived sources (the gateway's stop signal)
  * until a garbage collection, which costs every turn tens of microseconds.
  */
@@ -31,7 +31,8 @@ export class LinkedSignal {
     this.sources.length = 0;
   }
 
-  private abort(reason: unknown): void {
+  /** Aborts it now, with `reason` (not through a source); a second abort changes nothing. */
+  abort(reason: unknown): void {
     this.dispose();
     this.controller.abort(reason);
   }
