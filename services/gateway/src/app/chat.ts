@@ -127,6 +127,7 @@ interface RememberedConversation {
   seq: number;
   messages: readonly ChatMessage[];
 }
+
 export const DEFAULT_AGENT_SETTINGS: AgentSettings = { maxWarm: 32, idleMs: 600_000, slotWaitMs: 30_000, maxToolRounds: 4 };
 
 /** The canonical Bot Chat of its profile (the only place message_agent and the roster exist). */
