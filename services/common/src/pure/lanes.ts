@@ -13,25 +13,51 @@ export interface LaneItem {
   seq: number;
 }
 
+/** A lane's head that may start, as it was when it was offered (checked again when it comes up). */
+interface ReadyHead {
+  lane: string;
+  id: string;
+  seq: number;
+  /** Offer order, for equal seqs. */
+  order: number;
+}
+
+const earlier = (a: ReadyHead, b: ReadyHead) => a.seq < b.seq || (a.seq === b.seq && a.order < b.order);
+
 export class LaneScheduler {
   private readonly lanes = new Map<string, LaneItem[]>();
   private readonly busy = new Map<string, string>();
   private readonly where = new Map<string, string>();
+  /**
+   * The heads of idle lanes, oldest first (a binary heap by seq), so `take` looks at the lanes it
+   * starts instead of at every lane. A head is offered when it becomes its idle lane's head; an
+   * entry that is no longer that (started, removed, renamed, overtaken) is dropped when it comes up.
+   */
+  private readonly ready: ReadyHead[] = [];
+  /** The head each lane has an entry for in `ready`: at most one live entry per lane. */
+  private readonly offered = new Map<string, string>();
+  private offers = 0;
 
   constructor(private readonly maxParallel: number) {
     if (!Number.isInteger(maxParallel) || maxParallel < 1)
       throw new RangeError(`maxParallel must be a positive integer, got ${maxParallel}`);
   }
 
-  /** Adds an item in seq order (an item already present is left where it is). */
+  /**
+   * Adds an item in seq order behind the lane's running item, if any (an item already present is
+   * left where it is).
+   */
   enqueue(item: LaneItem): void {
     if (this.where.has(item.id)) return;
     const queue = this.lanes.get(item.lane) ?? [];
+    // The running item stays at the head: `finish` takes it off from there.
+    const first = this.busy.has(item.lane) ? 1 : 0;
     let i = queue.length;
-    while (i > 0 && queue[i - 1]!.seq > item.seq) i--;
+    while (i > first && queue[i - 1]!.seq > item.seq) i--;
     queue.splice(i, 0, item);
     this.lanes.set(item.lane, queue);
     this.where.set(item.id, item.lane);
+    if (i === 0) this.offerHead(item.lane);
   }
 
   /** Forgets an item that is queued (expired, or its connection revoked). A running item is left to `finish`. */
@@ -39,12 +65,11 @@ export class LaneScheduler {
     const lane = this.where.get(id);
     if (lane === undefined || this.busy.get(lane) === id) return;
     const queue = this.lanes.get(lane)!;
-    queue.splice(
-      queue.findIndex((x) => x.id === id),
-      1,
-    );
+    const at = queue.findIndex((x) => x.id === id);
+    queue.splice(at, 1);
     if (queue.length === 0) this.lanes.delete(lane);
     this.where.delete(id);
+    if (at === 0) this.offerHead(lane);
   }
 
   /**
@@ -53,15 +78,24 @@ export class LaneScheduler {
    */
   take(isOpen: (lane: string) => boolean): LaneItem[] {
     const free = this.maxParallel - this.busy.size;
-    if (free <= 0) return [];
-    const heads: LaneItem[] = [];
-    for (const [lane, queue] of this.lanes) {
-      if (this.busy.has(lane) || queue.length === 0 || !isOpen(lane)) continue;
-      heads.push(queue[0]!);
+    const started: LaneItem[] = [];
+    const closed: ReadyHead[] = [];
+    while (started.length < free && this.ready.length > 0) {
+      const head = this.popReady();
+      const queue = this.lanes.get(head.lane);
+      if (this.busy.has(head.lane) || queue?.[0]?.id !== head.id) {
+        if (this.offered.get(head.lane) === head.id) this.offered.delete(head.lane);
+        continue;
+      }
+      if (!isOpen(head.lane)) {
+        closed.push(head);
+        continue;
+      }
+      this.offered.delete(head.lane);
+      this.busy.set(head.lane, head.id);
+      started.push(queue[0]!);
     }
-    heads.sort((a, b) => a.seq - b.seq);
-    const started = heads.slice(0, free);
-    for (const item of started) this.busy.set(item.lane, item.id);
+    for (const head of closed) this.pushReady(head);
     return started;
   }
 
@@ -73,11 +107,52 @@ export class LaneScheduler {
     const lane = this.where.get(id);
     if (lane === undefined || this.busy.get(lane) !== id) return;
     this.busy.delete(lane);
-    if (keep) return;
-    const queue = this.lanes.get(lane)!;
-    queue.shift();
-    if (queue.length === 0) this.lanes.delete(lane);
-    this.where.delete(id);
+    if (!keep) {
+      const queue = this.lanes.get(lane)!;
+      queue.shift();
+      if (queue.length === 0) this.lanes.delete(lane);
+      this.where.delete(id);
+    }
+    this.offerHead(lane);
+  }
+
+  /** Offers the lane's head to `take`, when the lane is idle and has one not offered yet. */
+  private offerHead(lane: string): void {
+    const head = this.lanes.get(lane)?.[0];
+    if (head === undefined || this.busy.has(lane) || this.offered.get(lane) === head.id) return;
+    this.offered.set(lane, head.id);
+    this.pushReady({ lane, id: head.id, seq: head.seq, order: this.offers++ });
+  }
+
+  private pushReady(head: ReadyHead): void {
+    const heap = this.ready;
+    let i = heap.push(head) - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!earlier(heap[i]!, heap[parent]!)) break;
+      [heap[i], heap[parent]] = [heap[parent]!, heap[i]!];
+      i = parent;
+    }
+  }
+
+  private popReady(): ReadyHead {
+    const heap = this.ready;
+    const top = heap[0]!;
+    const last = heap.pop()!;
+    if (heap.length > 0) {
+      heap[0] = last;
+      for (let i = 0; ; ) {
+        const left = 2 * i + 1;
+        const right = left + 1;
+        let least = i;
+        if (left < heap.length && earlier(heap[left]!, heap[least]!)) least = left;
+        if (right < heap.length && earlier(heap[right]!, heap[least]!)) least = right;
+        if (least === i) break;
+        [heap[i], heap[least]] = [heap[least]!, heap[i]!];
+        i = least;
+      }
+    }
+    return top;
   }
 
   /**
@@ -98,6 +173,8 @@ export class LaneScheduler {
       this.busy.delete(oldLane);
       this.busy.set(newLane, running);
     }
+    this.offered.delete(oldLane);
+    this.offerHead(newLane);
   }
 
   isRunning(id: string): boolean {
