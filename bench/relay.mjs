@@ -297,23 +297,25 @@ async function main() {
     `relay benchmark: ${TARGETS} targets, ${MESSAGES} deliveries, ${SAMPLES} latency samples per route; ${process.version}, ${process.platform}/${process.arch}`,
   );
 
+  // `send` acks once the delivery is committed (a promise); `wait` resolves when it has ended.
+  const ended = async (ack) => a.gw.deliveries.wait((await ack).delivery_id);
+  const sendAndWait = (from, to, text) => ended(a.gw.deliveries.send(from, to, text));
+
   // Warm-up: every target once through each route.
-  await Promise.all(
-    targetNames.map((t, i) => a.gw.deliveries.wait(a.gw.deliveries.send(senders[i % SENDERS], `${t}@b`, "warm up").delivery_id)),
-  );
-  for (const t of targetNames.slice(0, 5)) await a.gw.deliveries.wait(a.gw.deliveries.send(senders[0], `b/${t}`, "warm up").delivery_id);
+  await Promise.all(targetNames.map((t, i) => sendAndWait(senders[i % SENDERS], `${t}@b`, "warm up")));
+  for (const t of targetNames.slice(0, 5)) await sendAndWait(senders[0], `b/${t}`, "warm up");
 
   // Throughput through the relay.
   const cpu0 = await relayCpuSeconds(relay.http);
   const cpuB0 = processCpuSeconds(b.pid);
   const cpuA0 = process.cpuUsage();
   const t0 = performance.now();
-  const ids = [];
+  const acks = [];
   for (let i = 0; i < MESSAGES; i++) {
-    ids.push(a.gw.deliveries.send(senders[i % SENDERS], `${targetNames[i % TARGETS]}@b`, `message ${i}`).delivery_id);
+    acks.push(a.gw.deliveries.send(senders[i % SENDERS], `${targetNames[i % TARGETS]}@b`, `message ${i}`));
   }
   const enqueueMs = performance.now() - t0;
-  const receipts = await Promise.all(ids.map((id) => a.gw.deliveries.wait(id)));
+  const receipts = await Promise.all(acks.map(ended));
   const throughputMs = performance.now() - t0;
   const cpu1 = await relayCpuSeconds(relay.http);
   const cpuA = process.cpuUsage(cpuA0);
@@ -336,7 +338,7 @@ async function main() {
           [`${target}@b`, viaRelay],
         ]) {
       const s = performance.now();
-      const r = await a.gw.deliveries.wait(a.gw.deliveries.send(senders[i % SENDERS], route, `latency ${i}`).delivery_id);
+      const r = await sendAndWait(senders[i % SENDERS], route, `latency ${i}`);
       if (r.state !== "settled") throw new Error(`latency sample via ${route} ended ${r.state}: ${r.error}`);
       into.push(performance.now() - s);
     }
