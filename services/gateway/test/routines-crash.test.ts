@@ -69,9 +69,13 @@ function runRows(home: string): RunRow[] {
 
 const of = (rows: RunRow[], routine: string) => rows.filter((r) => r.routine === routine);
 
-/** The header line a run's turn starts with (what the provider receives), for a scheduled time. */
+/**
+ * The header line a run's turn starts with (what the provider receives), for a scheduled time: the
+ * seconds are left out on the full minute, as the turn message writes it.
+ */
 function turnHeader(job: string, scheduledFor: string): string {
-  return `Routine ${job} scheduled for ${scheduledFor.slice(0, 10)} ${scheduledFor.slice(11, 19)} UTC`;
+  const seconds = scheduledFor.slice(17, 19);
+  return `Routine ${job} scheduled for ${scheduledFor.slice(0, 10)} ${scheduledFor.slice(11, 16)}${seconds === "00" ? "" : `:${seconds}`} UTC`;
 }
 
 /** The scheduled seconds of `rows` are every second from the first to the last, each exactly once. */

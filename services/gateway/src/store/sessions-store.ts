@@ -57,7 +57,7 @@ const SESSION_ROWS_KEPT = 4096;
 
 /**
  * The session rows a connection has read, by id and by key: a delivery looks its sessions up five
- * times (the lane, the turn, the touch, the notification), each a query before. While the gateway
+ * times (the lane, the turn twice, the touch, the notification), each a query before. While the gateway
  * holds the store a row changes only through this connection: through SessionsStore, which keeps
  * its copy current, or an identity change (a rename or delete), after which `forgetSessionRows`
  * drops every copy.
