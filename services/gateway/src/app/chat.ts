@@ -118,7 +118,7 @@ const CONVERSATIONS_PER_WARM_AGENT = 2;
 
 /** A turn being run: its signal, and why it was stopped when its profile was deleted. */
 interface RunningTurn {
-  signal: LinkedSignal;
+  linked: LinkedSignal;
   deleted: HermesError | undefined;
 }
 
@@ -368,11 +368,11 @@ export class ChatService {
     // A rename while the turn waited moved its session to the new name; the turn follows it.
     const session = this.currentSession(queuedAs.session_id, profile);
     // One signal for the turn: the caller's, or this service's own abort (a delete, a stop).
-    const turn: RunningTurn = { signal: new LinkedSignal([options.signal]), deleted: undefined };
-    if (this.cancelledBy) turn.signal.abort(this.cancelledBy);
+    const turn: RunningTurn = { linked: new LinkedSignal([options.signal]), deleted: undefined };
+    if (this.cancelledBy) turn.linked.abort(this.cancelledBy);
     this.running.set(session.session_id, turn);
     const finish = options.obligation === false ? () => {} : this.openObligation(session);
-    const signal = turn.signal.signal;
+    const signal = turn.linked.signal;
     const effects = { tool_calls: 0 };
     try {
       const out = await this.engine(session, text, options, signal, effects);
@@ -387,7 +387,7 @@ export class ChatService {
       e.data["tool_effects"] = effects.tool_calls;
       throw e;
     } finally {
-      turn.signal.dispose();
+      turn.linked.dispose();
       if (this.running.get(session.session_id) === turn) this.running.delete(session.session_id);
     }
   }
@@ -619,7 +619,7 @@ export class ChatService {
       const turn = this.running.get(session.session_id);
       if (turn) {
         turn.deleted = why();
-        turn.signal.abort(turn.deleted);
+        turn.linked.abort(turn.deleted);
       }
       this.agents.evict(session.session_id);
       this.conversations.delete(session.session_id);
@@ -685,7 +685,7 @@ export class ChatService {
     if (expired) {
       this.deps.logger.warn({ grace_ms: graceMs }, "cancelling turns still running at shutdown");
       this.cancelledBy = new HermesError("runtime_offline", "the gateway is stopping");
-      for (const turn of this.running.values()) turn.signal.abort(this.cancelledBy);
+      for (const turn of this.running.values()) turn.linked.abort(this.cancelledBy);
       await idle;
     }
     this.agents.stop();

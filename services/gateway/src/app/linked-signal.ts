@@ -1,8 +1,8 @@
 /**
  * `AbortSignal.any` for work that ends: a signal that aborts when any source does (with that
- * source's reason), or when its owner aborts it. `dispose` removes its listeners when the work is over; a composite of
- * `AbortSignal.any` instead stays registered on its long-lived sources (the gateway's stop signal)
- * until a garbage collection, which costs every turn tens of microseconds.
+ * source's reason), or when its owner aborts it. `dispose` removes its listeners when the work is
+ * over; a composite of `AbortSignal.any` instead stays registered on its long-lived sources until
+ * a garbage collection, which costs every turn tens of microseconds.
  */
 export class LinkedSignal {
   private readonly controller = new AbortController();
