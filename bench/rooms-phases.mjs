@@ -162,8 +162,7 @@ async function natsPublish({ count, window, textBytes, warmup, replicas = 1 }) {
 async function engine({ dir, count, window, textBytes, ids = "seq" }) {
   const { gateway, common } = await load();
   const { GroupCommit } = await dist("services/gateway/dist/app/rooms/group-commit.js");
-  mkdirSync(dir, { recursive: true });
-  const db = gateway.openGatewayDb(new gateway.HermesHome(dir));
+  const { db, close } = await gatewayDb(dir);
   const { RoomLog } = await dist("services/gateway/dist/app/rooms/room-log.js");
   const logger = common.createLogger("rooms", "silent");
   const clock = common.systemClock;
@@ -203,7 +202,7 @@ async function engine({ dir, count, window, textBytes, ids = "seq" }) {
   });
   const used = cpuMs() - cpu0;
   const firstSeq = rooms.store.state("bench").last_seq - count + 1;
-  db.close();
+  await close();
   const sorted = [...batches].sort((a, b) => a - b);
   return {
     ...summary(count, secs, latencies),
@@ -481,7 +480,7 @@ async function applyPages({ from, room, dir, limit = 5000, events: wanted = Numb
     if (!page.has_more) break;
   }
   source.close();
-  const { db, replicator } = await roomLogAt(dir, "gw-replica", () => () => undefined);
+  const { close, replicator } = await roomLogAt(dir, "gw-replica", () => () => undefined);
   let decodeMs = 0;
   let applyMs = 0;
   let mergeMs = 0;
@@ -504,7 +503,7 @@ async function applyPages({ from, room, dir, limit = 5000, events: wanted = Numb
     events += page.events.length;
   }
   const secs = (performance.now() - started) / 1000;
-  db.close();
+  await close();
   return {
     events,
     pages: wire.length,
@@ -636,8 +635,7 @@ async function roomLogAt(dir, gatewayId, applied) {
   const { RoomLog } = await dist("services/gateway/dist/app/rooms/room-log.js");
   const { Replicator } = await dist("services/gateway/dist/app/rooms/replicator.js");
   const logger = common.createLogger("rooms", "silent");
-  mkdirSync(dir, { recursive: true });
-  const db = gateway.openGatewayDb(new gateway.HermesHome(dir));
+  const { db, close } = await gatewayDb(dir);
   const log = new RoomLog({ db, gatewayId, clock: common.systemClock, logger, registry: new Registry(), maxAppendsPerCommit: 1000 });
   const replicator = new Replicator({
     store: log.store,
@@ -648,7 +646,21 @@ async function roomLogAt(dir, gatewayId, applied) {
     applied: applied(log),
     observe: () => undefined,
   });
-  return { db, log, replicator };
+  return { db, close, log, replicator };
+}
+
+/** A gateway's state.db in `dir`, opened as a gateway opens it: migrated, its checkpoints on a worker thread. */
+async function gatewayDb(dir) {
+  const { gateway, common } = await load();
+  mkdirSync(dir, { recursive: true });
+  const db = gateway.openGatewayDb(new gateway.HermesHome(dir));
+  // A build from before the checkpointer (an old build in a pair, `root`) checkpoints on its commits.
+  const checkpointer = common.WalCheckpointer ? new common.WalCheckpointer(db) : undefined;
+  const close = async () => {
+    await checkpointer?.stop();
+    db.close();
+  };
+  return { db, close };
 }
 
 async function tailCommits({ dir, commits = 3000, warmup = 500, textBytes = 200, form = "tuples" }) {
@@ -657,7 +669,7 @@ async function tailCommits({ dir, commits = 3000, warmup = 500, textBytes = 200,
   const { toWireAnyPage } = await dist("services/gateway/dist/api/rooms/wire.js");
   const logger = common.createLogger("rooms", "silent");
   const clock = common.systemClock;
-  const { db, log, replicator } = await roomLogAt(
+  const { close, log, replicator } = await roomLogAt(
     dir,
     "gw-auth",
     (log) => (roomId, rewritten, appended) => log.changes.notify(roomId, rewritten, appended),
@@ -693,7 +705,7 @@ async function tailCommits({ dir, commits = 3000, warmup = 500, textBytes = 200,
   for (let i = 0; i < commits; i++) await send(`t-${i}`, i);
   const cpu = process.cpuUsage(cpu0);
   const secs = (performance.now() - t0) / 1000;
-  db.close();
+  await close();
   tailMs.sort((a, b) => a - b);
   return {
     form,

@@ -48,6 +48,7 @@ export const CORE_TOOL_RUNS: Record<string, string> = {
 export const PROCESS_TESTS = [
   "services/cli/test/*.test.ts",
   "services/common/test/core-purity.test.ts",
+  "services/common/test/wal-checkpointer-crash.test.ts",
   "services/coordinator/test/coordinator-etcd.test.ts",
   "services/gateway/test/delivery-restart.test.ts",
   "services/gateway/test/discussion-restart.test.ts",

@@ -7,3 +7,4 @@ export * from "./http.js";
 export * from "./logger.js";
 export * from "./metrics.js";
 export * from "./sqlite.js";
+export * from "./wal-checkpointer.js";

@@ -14,6 +14,7 @@ import {
   type ResolvedListen,
   sharedFolderWarning,
   systemClock,
+  WalCheckpointer,
   writeFileAtomic,
 } from "@hermes/common";
 import { Coordinator } from "@hermes/coordinator";
@@ -44,6 +45,8 @@ export interface Foundation {
   env: NodeJS.ProcessEnv;
   clock: Clock;
   db: Db;
+  /** Checkpoints state.db's WAL off the event loop; stopped before the database closes. */
+  checkpointer: WalCheckpointer;
   id: string;
   logger: Logger;
   metrics: Metrics;
@@ -103,6 +106,8 @@ export async function openFoundation(options: GatewayOptions, cleanup: Cleanup):
   const startWarnings = [sharedFolderWarning(home.root, "HERMES_HOME")].filter((w) => w !== undefined);
   for (const warning of startWarnings) logger.warn({ home: home.root }, warning);
   const metrics = createMetrics({ gateway_id: id });
+  const checkpointer = startCheckpointer(db, logger, metrics);
+  cleanup.push(() => void checkpointer.stop());
   const profileDbs = new ProfileDatabases(home, db, settings.dbBusyTimeoutMs, options.syncFile);
   cleanup.push(() => profileDbs.closeAll());
   const routing = new LiveRouting(db, logger);
@@ -110,7 +115,37 @@ export async function openFoundation(options: GatewayOptions, cleanup: Cleanup):
   if (coordinator) cleanup.push(() => void coordinator.close());
   // Without a coordinator, Telegram's own 409 is the guard against two pollers of one token.
   const singletons = coordinator ? coordinatorSingletons(coordinator) : undefined;
-  return { home, settings, listen, env, clock, db, id, logger, metrics, startWarnings, profileDbs, routing, coordinator, singletons };
+  return {
+    home,
+    settings,
+    listen,
+    env,
+    clock,
+    db,
+    checkpointer,
+    id,
+    logger,
+    metrics,
+    startWarnings,
+    profileDbs,
+    routing,
+    coordinator,
+    singletons,
+  };
+}
+
+/** state.db's checkpoints on a worker thread (the commits of rooms, deliveries and sessions no longer pay them). */
+function startCheckpointer(db: Db, logger: Logger, metrics: Metrics): WalCheckpointer {
+  const seconds = new Histogram({
+    name: "hermes_state_db_checkpoint_seconds",
+    help: "Checkpoints of state.db's WAL into the database file, run off the event loop",
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [metrics.registry],
+  });
+  return new WalCheckpointer(db, {
+    onCheckpoint: (report) => seconds.observe(report.seconds),
+    onFailure: (message) => logger.warn({ database: db.name }, `state.db checkpoint: ${message}`),
+  });
 }
 
 /**

@@ -1,5 +1,15 @@
 import { rmSync } from "node:fs";
-import { type Clock, type Db, isoTime, type Logger, type Metrics, ServingStatus, shutdownServer, startInPhases } from "@hermes/common";
+import {
+  type Clock,
+  type Db,
+  isoTime,
+  type Logger,
+  type Metrics,
+  ServingStatus,
+  shutdownServer,
+  startInPhases,
+  type WalCheckpointer,
+} from "@hermes/common";
 import type { Coordinator } from "@hermes/coordinator";
 import type { GatewayStatus } from "@hermes/proto/hermes/v1/gateway";
 import type { ChatService } from "../app/chat.js";
@@ -44,6 +54,7 @@ export class Gateway {
   readonly metrics: Metrics;
   readonly clock: Clock;
   readonly db: Db;
+  private readonly checkpointer: WalCheckpointer;
   readonly profileDbs: ProfileDatabases;
   /** The live routing index. */
   readonly routing: RoutingIndex;
@@ -88,6 +99,7 @@ export class Gateway {
     this.metrics = f.metrics;
     this.clock = f.clock;
     this.db = f.db;
+    this.checkpointer = f.checkpointer;
     this.profileDbs = f.profileDbs;
     this.liveRouting = f.routing;
     this.routing = f.routing.index;
@@ -232,6 +244,7 @@ export class Gateway {
       this.liveRouting.persistAll();
       this.writeHeartbeats("stopped");
       this.profileDbs.closeAll();
+      await this.checkpointer.stop();
       this.db.close();
       rmSync(this.home.controlSocket, { force: true });
       this.logger.info("gateway stopped");

@@ -1,0 +1,155 @@
+import { createRequire } from "node:module";
+import { Worker } from "node:worker_threads";
+import type { Db } from "./sqlite.js";
+
+/** SQLite's own default: a commit that leaves the WAL above this many pages checkpoints it. */
+const DEFAULT_AUTOCHECKPOINT_PAGES = 1000;
+/**
+ * With a checkpointer the writer's own checkpoint is only the backstop: it runs when the WAL has
+ * grown past this many pages anyway (the checkpointer stopped, or sustained writes never left it a
+ * moment to finish). It then copies only what the checkpointer has not.
+ */
+export const BACKSTOP_AUTOCHECKPOINT_PAGES = 4096;
+
+/** What one checkpoint of the worker did: PRAGMA wal_checkpoint's answer and how long it took. */
+export interface CheckpointReport {
+  /** Frames in the WAL. */
+  log: number;
+  /** Of them, copied into the database file (all of them: the WAL starts over at the next write). */
+  checkpointed: number;
+  seconds: number;
+}
+
+export interface WalCheckpointerOptions {
+  /** How often the worker looks for commits to checkpoint. */
+  intervalMs?: number;
+  onCheckpoint?: (report: CheckpointReport) => void;
+  /** The worker failed to checkpoint, or stopped: the writer checkpoints for itself again. */
+  onFailure?: (message: string) => void;
+}
+
+type WorkerMessage = ({ kind: "checkpointed" } & CheckpointReport) | { kind: "failed"; message: string };
+
+/**
+ * Checkpoints a WAL database from a worker thread, so that the writer's commits stop paying for
+ * them. By default the commit that takes the WAL past 1,000 pages copies them all into the
+ * database file and fsyncs it, on the writer's thread: for a gateway, its event loop. The worker
+ * holds its own connection and runs a PASSIVE checkpoint (it never waits for, or blocks, a reader
+ * or the writer) whenever the writer committed; the writer's own checkpoint stays as a backstop
+ * at BACKSTOP_AUTOCHECKPOINT_PAGES.
+ *
+ * Durability does not change: a commit is as durable as its synchronous setting makes it before
+ * any checkpoint runs, and a checkpoint fsyncs the WAL before it copies frames and the database
+ * before it records them as copied, whichever connection runs it. A kill -9 in the middle leaves
+ * a WAL that SQLite replays at the next open.
+ */
+export class WalCheckpointer {
+  private readonly worker: Worker;
+  private stopping = false;
+  private readonly exited: Promise<void>;
+
+  constructor(
+    private readonly db: Db,
+    private readonly options: WalCheckpointerOptions = {},
+  ) {
+    const require = createRequire(import.meta.url);
+    const data: WorkerData = { sqlite: require.resolve("better-sqlite3"), path: db.name, intervalMs: options.intervalMs ?? 50 };
+    // The worker's body is the function below, sent as source in a data: URL: the worker then needs
+    // no file of its own (it runs the same from the built package and from the sources the tests
+    // import), and a data: URL is always an ES module (an eval'd worker follows the parent's
+    // --input-type).
+    const source = [
+      'import { createRequire } from "node:module";',
+      'import { workerData } from "node:worker_threads";',
+      `(${checkpointWorker.toString()})(createRequire(workerData.sqlite), workerData);`,
+    ].join("\n");
+    this.worker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(source)}`), { workerData: data });
+    this.worker.on("message", (message: WorkerMessage) => {
+      if (message.kind === "checkpointed") this.options.onCheckpoint?.(message);
+      else this.options.onFailure?.(message.message);
+    });
+    this.worker.on("error", (err) => this.options.onFailure?.(err.message));
+    this.exited = new Promise((resolve) => {
+      this.worker.once("exit", () => {
+        this.writerCheckpoints();
+        if (!this.stopping) this.options.onFailure?.("the checkpoint worker stopped; commits checkpoint for themselves again");
+        resolve();
+      });
+    });
+    // After the listeners: adding a "message" listener holds the process again.
+    this.worker.unref();
+    db.pragma(`wal_autocheckpoint = ${BACKSTOP_AUTOCHECKPOINT_PAGES}`);
+  }
+
+  /** Ends the worker (its connection closed) and gives checkpoints back to the writer; call it before the writer closes. */
+  stop(): Promise<void> {
+    this.stopping = true;
+    // Held from here on: unreferenced, a process with nothing else to do would exit before it has.
+    this.worker.ref();
+    this.worker.postMessage("stop");
+    return this.exited;
+  }
+
+  private writerCheckpoints(): void {
+    if (this.db.open) this.db.pragma(`wal_autocheckpoint = ${DEFAULT_AUTOCHECKPOINT_PAGES}`);
+  }
+}
+
+interface WorkerData {
+  /** better-sqlite3, resolved by the parent (a data: URL has no folder to resolve from). */
+  sqlite: string;
+  path: string;
+  intervalMs: number;
+}
+
+/**
+ * The worker (self-contained: it is sent as source). Every `intervalMs` it asks SQLite whether
+ * another connection committed since it last looked (`PRAGMA data_version`: a read of the shared
+ * WAL index, exact where a stat of the -wal file is not: a file's mtime is coarser than a
+ * millisecond, and a WAL that started over keeps its size) and, if so or if its last checkpoint
+ * could not copy everything, runs a PASSIVE checkpoint. It reports each checkpoint that found
+ * frames, and the first of a run of failures (it keeps trying: a full disk may clear).
+ */
+function checkpointWorker(require: NodeJS.Require, data: WorkerData): void {
+  const { parentPort } = require("node:worker_threads") as typeof import("node:worker_threads");
+  const Database = require(data.sqlite) as typeof import("better-sqlite3");
+  const db = new Database(data.path, { fileMustExist: true });
+  // It only reads and checkpoints; FULL: the checkpoint fsyncs the WAL and the database file.
+  db.pragma("synchronous = FULL");
+  let seenVersion = -1;
+  let behind = false;
+  // A failure is reported once, until a checkpoint works again (a full disk fails every tick);
+  // meanwhile it tries once a second.
+  let failing = false;
+  let retryAt = 0;
+  const tick = (): void => {
+    if (failing && performance.now() < retryAt) return;
+    try {
+      const version = db.pragma("data_version", { simple: true }) as number;
+      if (version === seenVersion && !behind) return;
+      seenVersion = version;
+      const started = performance.now();
+      const [result] = db.pragma("wal_checkpoint(PASSIVE)") as { busy: number; log: number; checkpointed: number }[];
+      failing = false;
+      if (result === undefined) return;
+      // Frames left: a reader's snapshot held them back, or the writer committed meanwhile.
+      behind = result.checkpointed < result.log;
+      if (result.log > 0) {
+        const seconds = (performance.now() - started) / 1000;
+        parentPort?.postMessage({ kind: "checkpointed", log: result.log, checkpointed: result.checkpointed, seconds });
+      }
+    } catch (err) {
+      if (!failing) parentPort?.postMessage({ kind: "failed", message: err instanceof Error ? err.message : String(err) });
+      failing = true;
+      behind = true;
+      retryAt = performance.now() + 1000;
+    }
+  };
+  const timer = setInterval(tick, data.intervalMs);
+  parentPort?.on("message", (message) => {
+    if (message !== "stop") return;
+    clearInterval(timer);
+    db.close();
+    parentPort.close();
+  });
+}
