@@ -6,6 +6,9 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Db, openDatabase } from "./sqlite.js";
 import { BACKSTOP_AUTOCHECKPOINT_PAGES, type CheckpointReport, WalCheckpointer } from "./wal-checkpointer.js";
 
+/** A checkpoint every few milliseconds, whatever the writer does. */
+const FAST = { targetFrames: 1000, minMs: 1, maxMs: 5 };
+
 const migrations = [{ version: 1, name: "t", up: (db: Db) => db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, body BLOB NOT NULL)") }];
 
 /** Resolves once `check` holds (polled), or fails after `ms`. */
@@ -38,7 +41,7 @@ describe("WalCheckpointer", () => {
 
   it("copies committed frames into the database file while the writer's own checkpoint waits for the backstop", async () => {
     const reports: CheckpointReport[] = [];
-    const checkpointer = new WalCheckpointer(db, { intervalMs: 5, onCheckpoint: (r) => reports.push(r) });
+    const checkpointer = new WalCheckpointer(db, { pace: FAST, onCheckpoint: (r) => reports.push(r) });
     expect(db.pragma("wal_autocheckpoint", { simple: true })).toBe(BACKSTOP_AUTOCHECKPOINT_PAGES);
     const before = statSync(join(dir, "state.db")).size;
     // ~2,000 pages: past SQLite's default of 1,000, below the backstop: only the worker copies them.
@@ -55,7 +58,7 @@ describe("WalCheckpointer", () => {
 
   it("a WAL copied whole between commits starts over from its beginning instead of growing", async () => {
     const reports: CheckpointReport[] = [];
-    const checkpointer = new WalCheckpointer(db, { intervalMs: 2, onCheckpoint: (r) => reports.push(r) });
+    const checkpointer = new WalCheckpointer(db, { pace: FAST, onCheckpoint: (r) => reports.push(r) });
     for (let i = 0; i < 40; i++) {
       const seen = reports.length;
       insertRows(250, i * 250);
@@ -68,7 +71,7 @@ describe("WalCheckpointer", () => {
   });
 
   it("after stop the writer checkpoints for itself and closes the database as without it (the WAL removed)", async () => {
-    const checkpointer = new WalCheckpointer(db, { intervalMs: 5 });
+    const checkpointer = new WalCheckpointer(db, { pace: FAST });
     insertRows(100);
     await checkpointer.stop();
     expect(db.pragma("wal_autocheckpoint", { simple: true })).toBe(1000);
@@ -81,7 +84,7 @@ describe("WalCheckpointer", () => {
 
   it("a worker that dies gives checkpoints back to the writer and says so", async () => {
     const failures: string[] = [];
-    const checkpointer = new WalCheckpointer(db, { intervalMs: 5, onFailure: (m) => failures.push(m) });
+    const checkpointer = new WalCheckpointer(db, { pace: FAST, onFailure: (m) => failures.push(m) });
     // What a crash of the worker's thread looks like from here.
     await (checkpointer as unknown as { worker: import("node:worker_threads").Worker }).worker.terminate();
     await until(() => failures.length > 0);

@@ -1,5 +1,6 @@
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
+import { CHECKPOINT_PACE, type CheckpointPace, framesWrittenSince, nextCheckpointDelay } from "./pure/checkpoint-pace.js";
 import type { Db } from "./sqlite.js";
 
 /** SQLite's own default: a commit that leaves the WAL above this many pages checkpoints it. */
@@ -15,14 +16,14 @@ export const BACKSTOP_AUTOCHECKPOINT_PAGES = 4096;
 export interface CheckpointReport {
   /** Frames in the WAL. */
   log: number;
-  /** Of them, copied into the database file (all of them: the WAL starts over at the next write). */
+  /** Of them, copied into the database file (when that is all of them, the next write starts the WAL over). */
   checkpointed: number;
   seconds: number;
 }
 
 export interface WalCheckpointerOptions {
-  /** How often the worker looks for commits to checkpoint. */
-  intervalMs?: number;
+  /** How often the worker checkpoints, by the write rate (tests make it fast). */
+  pace?: CheckpointPace;
   onCheckpoint?: (report: CheckpointReport) => void;
   /** The worker failed to checkpoint, or stopped: the writer checkpoints for itself again. */
   onFailure?: (message: string) => void;
@@ -34,9 +35,10 @@ type WorkerMessage = ({ kind: "checkpointed" } & CheckpointReport) | { kind: "fa
  * Checkpoints a WAL database from a worker thread, so that the writer's commits stop paying for
  * them. By default the commit that takes the WAL past 1,000 pages copies them all into the
  * database file and fsyncs it, on the writer's thread: for a gateway, its event loop. The worker
- * holds its own connection and runs a PASSIVE checkpoint (it never waits for, or blocks, a reader
- * or the writer) whenever the writer committed; the writer's own checkpoint stays as a backstop
- * at BACKSTOP_AUTOCHECKPOINT_PAGES.
+ * holds its own connection and, once the writer committed, runs a PASSIVE checkpoint (it never
+ * waits for, or blocks, a reader or the writer) at about SQLite's own pace, whatever the write rate
+ * (CHECKPOINT_PACE); the writer's own checkpoint stays as a backstop at
+ * BACKSTOP_AUTOCHECKPOINT_PAGES.
  *
  * Durability does not change: a commit is as durable as its synchronous setting makes it before
  * any checkpoint runs, and a checkpoint fsyncs the WAL before it copies frames and the database
@@ -53,7 +55,7 @@ export class WalCheckpointer {
     private readonly options: WalCheckpointerOptions = {},
   ) {
     const require = createRequire(import.meta.url);
-    const data: WorkerData = { sqlite: require.resolve("better-sqlite3"), path: db.name, intervalMs: options.intervalMs ?? 50 };
+    const data: WorkerData = { sqlite: require.resolve("better-sqlite3"), path: db.name, pace: options.pace ?? CHECKPOINT_PACE };
     // The worker's body is the function below, sent as source in a data: URL: the worker then needs
     // no file of its own (it runs the same from the built package and from the sources the tests
     // import), and a data: URL is always an ES module (an eval'd worker follows the parent's
@@ -61,7 +63,7 @@ export class WalCheckpointer {
     const source = [
       'import { createRequire } from "node:module";',
       'import { workerData } from "node:worker_threads";',
-      `(${checkpointWorker.toString()})(createRequire(workerData.sqlite), workerData);`,
+      `(${checkpointWorker})(createRequire(workerData.sqlite), workerData, ${nextCheckpointDelay}, ${framesWrittenSince});`,
     ].join("\n");
     this.worker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(source)}`), { workerData: data });
     this.worker.on("message", (message: WorkerMessage) => {
@@ -99,18 +101,25 @@ interface WorkerData {
   /** better-sqlite3, resolved by the parent (a data: URL has no folder to resolve from). */
   sqlite: string;
   path: string;
-  intervalMs: number;
+  pace: CheckpointPace;
 }
 
 /**
- * The worker (self-contained: it is sent as source). Every `intervalMs` it asks SQLite whether
- * another connection committed since it last looked (`PRAGMA data_version`: a read of the shared
- * WAL index, exact where a stat of the -wal file is not: a file's mtime is coarser than a
- * millisecond, and a WAL that started over keeps its size) and, if so or if its last checkpoint
- * could not copy everything, runs a PASSIVE checkpoint. It reports each checkpoint that found
- * frames, and the first of a run of failures (it keeps trying: a full disk may clear).
+ * The worker (self-contained: it is sent as source, with the pace's two pure functions). At each
+ * tick it asks SQLite whether another connection committed since it last looked (`PRAGMA
+ * data_version`: a read of the shared WAL index, exact where a stat of the -wal file is not: a
+ * file's mtime is coarser than a millisecond, and a WAL that started over keeps its size) and, if
+ * so or if its last checkpoint could not copy everything, runs a PASSIVE checkpoint. The next tick
+ * comes when, at the rate the writer wrote since the last one, about `pace.targetFrames` frames
+ * will be waiting. It reports each checkpoint that found frames, and the first of a run of
+ * failures (it keeps trying, once a second: a full disk may clear).
  */
-function checkpointWorker(require: NodeJS.Require, data: WorkerData): void {
+function checkpointWorker(
+  require: NodeJS.Require,
+  data: WorkerData,
+  nextDelay: typeof nextCheckpointDelay,
+  framesSince: typeof framesWrittenSince,
+): void {
   const { parentPort } = require("node:worker_threads") as typeof import("node:worker_threads");
   const Database = require(data.sqlite) as typeof import("better-sqlite3");
   const db = new Database(data.path, { fileMustExist: true });
@@ -118,37 +127,50 @@ function checkpointWorker(require: NodeJS.Require, data: WorkerData): void {
   db.pragma("synchronous = FULL");
   let seenVersion = -1;
   let behind = false;
-  // A failure is reported once, until a checkpoint works again (a full disk fails every tick);
-  // meanwhile it tries once a second.
   let failing = false;
-  let retryAt = 0;
-  const tick = (): void => {
-    if (failing && performance.now() < retryAt) return;
+  // The WAL's frames at the last checkpoint, and since when the writer has been writing.
+  let lastLog = 0;
+  let since = performance.now();
+  /** Checkpoints if there is anything to copy; the delay until the next tick. */
+  const checkpoint = (): number => {
+    const started = performance.now();
     try {
       const version = db.pragma("data_version", { simple: true }) as number;
-      if (version === seenVersion && !behind) return;
+      if (version === seenVersion && !behind && !failing) {
+        // Idle: the rate is measured from the next commit on.
+        since = started;
+        return data.pace.maxMs;
+      }
       seenVersion = version;
-      const started = performance.now();
       const [result] = db.pragma("wal_checkpoint(PASSIVE)") as { busy: number; log: number; checkpointed: number }[];
       failing = false;
-      if (result === undefined) return;
+      if (result === undefined) return data.pace.maxMs;
+      const written = framesSince(lastLog, result.log);
+      lastLog = result.log;
       // Frames left: a reader's snapshot held them back, or the writer committed meanwhile.
       behind = result.checkpointed < result.log;
       if (result.log > 0) {
         const seconds = (performance.now() - started) / 1000;
         parentPort?.postMessage({ kind: "checkpointed", log: result.log, checkpointed: result.checkpointed, seconds });
       }
+      const delay = nextDelay(written, started - since, data.pace);
+      since = started;
+      return delay;
     } catch (err) {
+      // Reported once, until a checkpoint works again (a full disk fails every tick).
       if (!failing) parentPort?.postMessage({ kind: "failed", message: err instanceof Error ? err.message : String(err) });
       failing = true;
-      behind = true;
-      retryAt = performance.now() + 1000;
+      return 1000;
     }
   };
-  const timer = setInterval(tick, data.intervalMs);
+  let timer: NodeJS.Timeout;
+  const tick = (): void => {
+    timer = setTimeout(tick, checkpoint());
+  };
+  timer = setTimeout(tick, data.pace.minMs);
   parentPort?.on("message", (message) => {
     if (message !== "stop") return;
-    clearInterval(timer);
+    clearTimeout(timer);
     db.close();
     parentPort.close();
   });

@@ -27,7 +27,7 @@ const db = openDatabase(path, {
   migrations: [{ version: 1, name: "t", up: (db) => db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, body BLOB NOT NULL)") }],
 });
 // A checkpointer that fails (or whose worker does not start) ends the writer: the test sees it.
-new WalCheckpointer(db, { intervalMs: 1, onFailure: (message) => { process.stderr.write(message + "\\n"); process.exit(3); } });
+new WalCheckpointer(db, { pace: { targetFrames: 50, minMs: 1, maxMs: 1 }, onFailure: (message) => { process.stderr.write(message + "\\n"); process.exit(3); } });
 const insert = db.prepare("INSERT INTO t (id, body) VALUES (?, ?)");
 const commit = db.transaction((first) => { for (let i = first; i < first + 10; i++) insert.run(i, Buffer.alloc(1000, i % 251)); });
 for (let id = Number(from); until === undefined || id < Number(until); id += 10) {

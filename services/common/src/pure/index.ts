@@ -5,6 +5,7 @@
  * draws randomness (test/core-purity.test.ts asserts that at run time).
  */
 export * from "./backoff.js";
+export * from "./checkpoint-pace.js";
 export * from "./clock.js";
 export * from "./config.js";
 export * from "./daemon-flags.js";
