@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { type Db, openDatabase } from "./sqlite.js";
 import { BACKSTOP_AUTOCHECKPOINT_PAGES, type CheckpointReport, WalCheckpointer } from "./wal-checkpointer.js";
 
@@ -10,15 +11,6 @@ import { BACKSTOP_AUTOCHECKPOINT_PAGES, type CheckpointReport, WalCheckpointer }
 const FAST = { targetFrames: 1000, minMs: 1, maxMs: 5 };
 
 const migrations = [{ version: 1, name: "t", up: (db: Db) => db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, body BLOB NOT NULL)") }];
-
-/** Resolves once `check` holds (polled), or fails after `ms`. */
-async function until(check: () => boolean, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error("timed out");
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 describe("WalCheckpointer", () => {
   let dir: string;
@@ -46,7 +38,7 @@ describe("WalCheckpointer", () => {
     const before = statSync(join(dir, "state.db")).size;
     // ~2,000 pages: past SQLite's default of 1,000, below the backstop: only the worker copies them.
     for (let i = 0; i < 8; i++) insertRows(1000, i * 1000);
-    await until(() => reports.some((r) => r.checkpointed === r.log && r.log > 1000));
+    await eventually(() => reports.some((r) => r.checkpointed === r.log && r.log > 1000));
     expect(statSync(join(dir, "state.db")).size).toBeGreaterThan(before + 4_000_000);
     // A fresh connection reads every row from the database file and the WAL alike.
     const reader = new Database(join(dir, "state.db"), { readonly: true });
@@ -62,7 +54,7 @@ describe("WalCheckpointer", () => {
     for (let i = 0; i < 40; i++) {
       const seen = reports.length;
       insertRows(250, i * 250);
-      await until(() => reports.slice(seen).some((r) => r.checkpointed === r.log));
+      await eventually(() => reports.slice(seen).some((r) => r.checkpointed === r.log), { intervalMs: 5 });
     }
     // 10 MB were written, below the backstop: without the worker the WAL would hold all of them.
     expect(statSync(join(dir, "state.db-wal")).size).toBeLessThan(1_000_000);
@@ -87,7 +79,7 @@ describe("WalCheckpointer", () => {
     const checkpointer = new WalCheckpointer(db, { pace: FAST, onFailure: (m) => failures.push(m) });
     // What a crash of the worker's thread looks like from here.
     await (checkpointer as unknown as { worker: import("node:worker_threads").Worker }).worker.terminate();
-    await until(() => failures.length > 0);
+    await eventually(() => failures.length > 0);
     expect(failures[0]).toMatch(/checkpoint worker stopped/);
     expect(db.pragma("wal_autocheckpoint", { simple: true })).toBe(1000);
     await checkpointer.stop();

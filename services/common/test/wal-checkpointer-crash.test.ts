@@ -85,10 +85,8 @@ describe("WalCheckpointer under kill -9", () => {
     const dir = mkdtempSync(join(tmpdir(), "hermes-ckpt-exit-"));
     dirs.push(dir);
     const child = spawn(process.execPath, ["--input-type=module", "-e", WRITER, join(dir, "exit.db"), "0", "2000"], { stdio: "ignore" });
-    const [code] = await Promise.race([
-      once(child, "exit"),
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the writer did not exit")), 20_000)),
-    ]);
+    // A writer the worker held would never exit: the test's own timeout ends the wait.
+    const [code] = await once(child, "exit");
     expect(code).toBe(0);
   });
 });
