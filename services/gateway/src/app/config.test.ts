@@ -70,6 +70,21 @@ describe("environment overrides", () => {
     expect(resolveGatewaySettings(home, {}, { HERMES_GRPC: "" }).grpc).toBe("127.0.0.1:7666");
   });
 
+  it("rooms.commit_linger_ms: 4 ms unless the file or HERMES_COMMIT_LINGER_MS says otherwise (0 turns it off)", () => {
+    expect(resolveGatewaySettings(homeWith(""), {}, {}).rooms.commitLingerMs).toBe(4);
+    const home = homeWith("rooms:\n  commit_linger_ms: 0\n");
+    expect(resolveGatewaySettings(home, {}, {}).rooms.commitLingerMs).toBe(0);
+    expect(resolveGatewaySettings(home, {}, { HERMES_COMMIT_LINGER_MS: "10" }).rooms.commitLingerMs).toBe(10);
+    for (const bad of ["-1", "2.5", "51"]) {
+      expect(() => resolveGatewaySettings(home, {}, { HERMES_COMMIT_LINGER_MS: bad })).toThrow(
+        expect.objectContaining({ reason: "invalid_config", message: expect.stringContaining("HERMES_COMMIT_LINGER_MS") }),
+      );
+    }
+    expect(() => resolveGatewaySettings(homeWith("rooms:\n  commit_linger_ms: 51\n"), {}, {})).toThrow(
+      expect.objectContaining({ reason: "invalid_config" }),
+    );
+  });
+
   it("HERMES_DB_BUSY_TIMEOUT_MS takes whole milliseconds within the file's bounds, else names itself", () => {
     const home = homeWith("");
     expect(resolveGatewaySettings(home, {}, {}).dbBusyTimeoutMs).toBe(DEFAULT_DB_BUSY_TIMEOUT_MS);

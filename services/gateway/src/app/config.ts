@@ -19,11 +19,13 @@ import {
 import { z } from "zod";
 import { DESCRIPTION_MAX, TITLE_MAX } from "../core/botmode/profile-meta.js";
 import { messageLength } from "../core/delivery/envelope.js";
+import { DEFAULT_LINGER } from "../core/rooms/commit-linger.js";
 import { telegramPlatformSchema } from "../core/telegram/config.js";
 import type { HermesHome } from "../store/home.js";
 
 /** The longest wait for a database lock the config accepts, ms. */
 const MAX_DB_BUSY_TIMEOUT_MS = 60_000;
+const MAX_COMMIT_LINGER_MS = 50;
 
 const hostPort = z.string().refine((v) => {
   try {
@@ -152,6 +154,8 @@ export const gatewayConfigSchema = modelConfigSchema
         follow_max_backoff_seconds: z.number().positive().max(3600).optional(),
         /** Appends of one room per group commit (one transaction, one fsync). */
         max_appends_per_commit: z.number().int().min(1).max(1000).optional(),
+        /** How long a small group commit may wait for more appends arriving one by one (0: never). */
+        commit_linger_ms: z.number().int().min(0).max(MAX_COMMIT_LINGER_MS).optional(),
       })
       .strict()
       .optional(),
@@ -243,6 +247,8 @@ export interface RoomsConfig {
   replicationPageLimit: number;
   followMaxBackoffMs: number;
   maxAppendsPerCommit: number;
+  /** rooms.commit_linger_ms, HERMES_COMMIT_LINGER_MS. */
+  commitLingerMs: number;
 }
 
 export interface AgentSettings {
@@ -288,6 +294,11 @@ export const DEFAULT_DB_BUSY_TIMEOUT_MS = 5000;
 /** HERMES_DB_BUSY_TIMEOUT_MS (blank: undefined), held to the config file's bounds. */
 export function busyTimeoutFromEnv(value: string | undefined): number | undefined {
   return value === undefined ? undefined : parseMilliseconds(value, "HERMES_DB_BUSY_TIMEOUT_MS", MAX_DB_BUSY_TIMEOUT_MS);
+}
+
+/** HERMES_COMMIT_LINGER_MS (blank: undefined), held to the config file's bounds. */
+function lingerFromEnv(value: string | undefined): number | undefined {
+  return value === undefined ? undefined : parseMilliseconds(value, "HERMES_COMMIT_LINGER_MS", MAX_COMMIT_LINGER_MS);
 }
 
 export function loadGatewayConfigFile(home: HermesHome): GatewayConfigFile {
@@ -423,6 +434,7 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
       replicationPageLimit: file.rooms?.replication_page_limit ?? 5000,
       followMaxBackoffMs: (file.rooms?.follow_max_backoff_seconds ?? 30) * 1000,
       maxAppendsPerCommit: file.rooms?.max_appends_per_commit ?? 1000,
+      commitLingerMs: lingerFromEnv(fromEnv("HERMES_COMMIT_LINGER_MS")) ?? file.rooms?.commit_linger_ms ?? DEFAULT_LINGER.maxMs,
     },
     ...(endpoints
       ? {

@@ -126,6 +126,7 @@ function roomServices(f: Foundation, p: ProfileServices, chat: ChatService, rela
     logger,
     registry: f.metrics.registry,
     maxAppendsPerCommit: f.settings.rooms.maxAppendsPerCommit,
+    commitLingerMs: f.settings.rooms.commitLingerMs,
     quorum,
   });
   const direct = new GrpcRoomSourceFactory(p.peers);

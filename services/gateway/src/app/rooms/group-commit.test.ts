@@ -148,4 +148,47 @@ describe("GroupCommit", () => {
     const again = await group.submit("r1", send("f0"));
     expect(again).toMatchObject({ kind: "appended", event: { seq: 2 } });
   });
+
+  describe("with a linger policy", () => {
+    const committedSizes = () => commits.map((c) => c.size);
+    /** A group commit that lingers up to `maxMs`, on a clock that moves 1 ms per append (appends arrive 1 ms apart). */
+    const lingering = (maxMs: number) => {
+      let ms = 0;
+      return new GroupCommit(
+        store,
+        () => NOW,
+        { committed: (rooms, size) => commits.push({ rooms: new Map([...rooms].map(([id, plan]) => [id, plan.appended.length])), size }) },
+        1000,
+        { maxMs, enoughAppends: 64, probeEveryMs: 250 },
+        () => ms++,
+      );
+    };
+    const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+    it("appends arriving one per turn share commits instead of taking one each", async () => {
+      const linger = lingering(50);
+      const outcomes: Promise<unknown>[] = [];
+      for (let i = 0; i < 20; i++) {
+        outcomes.push(linger.submit("r1", send(`l${i}`)));
+        await nextTurn();
+      }
+      const done = await Promise.all(outcomes);
+      expect(done.map((o) => (o as { event: { seq: number } }).event.seq)).toEqual(Array.from({ length: 20 }, (_, i) => i + 2));
+      expect(committedSizes().reduce((a, b) => a + b, 0)).toBe(20);
+      // Without the linger each of the 20 turns commits its one append.
+      expect(commits.length).toBeLessThan(10);
+    });
+
+    it("a wait ends at the turn where enough appends have come", async () => {
+      // A wait of a minute: only the 64th append can end it before the test times out.
+      const linger = lingering(60_000);
+      const first = linger.submit("r1", send("w0"));
+      await first;
+      const second = linger.submit("r1", send("w1"));
+      await nextTurn();
+      const burst = Array.from({ length: 100 }, (_, i) => linger.submit("r1", send(`b${i}`)));
+      expect((await Promise.all([second, ...burst])).every((o) => o.kind === "appended")).toBe(true);
+      expect(committedSizes()).toEqual([1, 101]);
+    });
+  });
 });

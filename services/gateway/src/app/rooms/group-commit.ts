@@ -3,6 +3,8 @@ import {
   type AppendItem,
   type AppendOutcome,
   type AppendRequest,
+  CommitLinger,
+  type LingerPolicy,
   MAX_BATCH_APPENDS,
   planAppendBatch,
   refusal,
@@ -43,24 +45,40 @@ export interface GroupCommitHooks {
  * that commit; if the commit fails, every append of the batch is rejected and none was acknowledged.
  *
  * A flush runs from setImmediate, after the poll phase has read every request that arrived, so the
- * batch is as large as the load makes it (1 when idle, thousands under a pipelined stream). At most
- * MAX_BATCH_APPENDS per room go into one flush; the rest wait for the next one, in order.
+ * batch is as large as the load makes it (1 when idle, thousands under a pipelined stream). With a
+ * linger policy, a small batch of appends that arrive one by one at a steady rate waits a few
+ * milliseconds for more first (core/rooms/commit-linger.ts). At most MAX_BATCH_APPENDS per room go
+ * into one flush; the rest wait for the next one, in order.
  */
 export class GroupCommit {
   private queue: Pending[] = [];
   private scheduled = false;
+  private readonly linger: CommitLinger | undefined;
+  /** While a flush lingers: how many appends its turn had collected, and how to cancel its timer. */
+  private lingering: { queued: number; cancel(): void } | undefined;
 
   constructor(
     private readonly store: RoomsStore,
     private readonly now: () => string,
     private readonly hooks: GroupCommitHooks,
     private readonly maxPerRoom = MAX_BATCH_APPENDS,
-  ) {}
+    linger?: LingerPolicy,
+    private readonly monotonicMs: () => number = () => performance.now(),
+  ) {
+    this.linger = linger && linger.maxMs > 0 ? new CommitLinger(linger) : undefined;
+  }
 
   submit(roomId: string, request: AppendRequest): Promise<AppendOutcome> {
     return new Promise((resolve, reject) => {
       this.queue.push({ roomId, request, stored: null, resolve, reject });
-      this.schedule();
+      this.linger?.arrived(this.monotonicMs());
+      // Enough have come: the flush waits no longer than the end of this turn (the queue grows by one, so this happens once).
+      if (this.lingering !== undefined && this.queue.length === this.linger!.policy.enoughAppends) {
+        this.lingering.cancel();
+        const immediate = setImmediate(() => this.endLinger());
+        this.lingering.cancel = () => clearImmediate(immediate);
+      }
+      this.schedule(true);
     });
   }
 
@@ -68,13 +86,30 @@ export class GroupCommit {
     return this.queue.length;
   }
 
-  private schedule(): void {
+  /** A flush at the end of this turn; `mayLinger` false for appends a full flush left waiting (they have waited already). */
+  private schedule(mayLinger: boolean): void {
     if (this.scheduled) return;
     this.scheduled = true;
     setImmediate(() => {
+      const wait = mayLinger ? (this.linger?.waitMs(this.queue.length, this.monotonicMs()) ?? 0) : 0;
+      if (wait > 0) {
+        const timer = setTimeout(() => this.endLinger(), wait);
+        this.lingering = { queued: this.queue.length, cancel: () => clearTimeout(timer) };
+        return;
+      }
       this.scheduled = false;
       this.flush();
     });
+  }
+
+  /** The linger is over (its time is up, or enough appends came): flush what is queued now. */
+  private endLinger(): void {
+    const lingering = this.lingering!;
+    lingering.cancel();
+    this.lingering = undefined;
+    this.linger!.waited(this.queue.length - lingering.queued);
+    this.scheduled = false;
+    this.flush();
   }
 
   /**
@@ -113,7 +148,7 @@ export class GroupCommit {
     } catch (err) {
       // Nothing of this batch committed: nobody is acknowledged.
       for (const batch of batches) for (const item of batch.items) item.reject(err);
-      if (this.queue.length > 0) this.schedule();
+      if (this.queue.length > 0) this.schedule(false);
       return;
     }
     const appended = new Map<string, AppendBatchPlan>();
@@ -131,7 +166,7 @@ export class GroupCommit {
     for (const { items, plan, missing } of batches) {
       for (let i = 0; i < items.length; i++) items[i]!.resolve(plan === null ? missing! : plan.outcomes[i]!);
     }
-    if (this.queue.length > 0) this.schedule();
+    if (this.queue.length > 0) this.schedule(false);
   }
 
   /** Plans one room's appends, with their stored events looked up or (`lookup` false) assumed absent. */

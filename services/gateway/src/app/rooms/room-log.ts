@@ -4,6 +4,7 @@ import {
   type AppendOutcome,
   type AppendRequest,
   type Authority,
+  DEFAULT_LINGER,
   type DemoteResult,
   formatAuthority,
   observeEpoch,
@@ -29,6 +30,8 @@ export interface RoomLogDeps {
   registry: Registry;
   /** Appends of one room per group commit (1..1000). */
   maxAppendsPerCommit: number;
+  /** How long a small group commit may wait for more appends (rooms.commit_linger_ms); absent or 0: never. */
+  commitLingerMs?: number;
   /** How appends to quorum rooms are acknowledged; absent on a gateway without a coordinator. */
   quorum?: QuorumGate | undefined;
 }
@@ -91,6 +94,7 @@ export class RoomLog {
         listenerFailed: (err) => deps.logger.error({ err }, "a room listener failed after a group commit"),
       },
       deps.maxAppendsPerCommit,
+      { ...DEFAULT_LINGER, maxMs: deps.commitLingerMs ?? 0 },
     );
   }
 

@@ -5,6 +5,7 @@
 export * from "./append.js";
 export * from "./authority.js";
 export * from "./canonical-json.js";
+export * from "./commit-linger.js";
 export * from "./hash-chain.js";
 export * from "./id-index.js";
 export * from "./invariants.js";
