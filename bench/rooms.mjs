@@ -5,7 +5,7 @@
 //   npm run build && npm run bench:rooms [-- --parts a,b,c,d --samples 3 --json] [--ids seq|random]
 //
 // a. acknowledged durable sends/s into one room from a Node client: pipelined on the bidi Append
-//    stream (and unary Send with 64 in flight), against JetStream acknowledged publish (window 1000)
+//    stream (and unary Send, 64 in flight unless --unary-window says otherwise), against JetStream acknowledged publish (window 1000)
 //    and against a bare grpc-js echo stream carrying the same AppendRequest bytes (the transport alone)
 // b. the append engine in-process (GroupCommit + RoomsStore, the batches it forms) against raw
 //    better-sqlite3 writes of the same events, synchronous=FULL, same transactions: one row per
@@ -42,6 +42,7 @@ const { values: opts } = parseArgs({
     sends: { type: "string", default: "200000" },
     window: { type: "string", default: "1000" },
     "unary-sends": { type: "string", default: "20000" },
+    "unary-window": { type: "string", default: "64" },
     "engine-events": { type: "string", default: "200000" },
     "engine-window": { type: "string", default: "2000" },
     events: { type: "string", default: "1000000" },
@@ -61,6 +62,7 @@ const SAMPLES = int("samples");
 const SENDS = int("sends");
 const WINDOW = int("window");
 const UNARY_SENDS = int("unary-sends");
+const UNARY_CONCURRENCY = int("unary-window");
 const ENGINE_EVENTS = int("engine-events");
 const ENGINE_WINDOW = int("engine-window");
 const EVENTS = int("events");
@@ -73,7 +75,6 @@ if (IDS !== "seq" && IDS !== "random") {
   process.exit(2);
 }
 const PARTS = new Set(opts.parts.split(",").map((p) => p.trim()));
-const UNARY_CONCURRENCY = 64;
 /** The raw SQLite floors of (b) and (c): one row per event (a hand-written log), and the store's own segment rows. */
 const RAW_LAYOUTS = ["rows", "segments"];
 const NODE_ARGS = opts.profile ? ["--cpu-prof", `--cpu-prof-dir=${opts.profile}`] : [];
@@ -223,7 +224,7 @@ async function partA() {
   samplesLine(pick("stream", "rate"));
   const pairedStream = pairedLine(pick("stream", "rate"), pick("nats", "rate"), "JetStream");
   say(`${"".padEnd(58)}   ${fmt(streamRate / echoRate, 2)}× the bare echo stream (our cost over the transport)`);
-  line("unary Send, 64 in flight, durable acks", unaryRate, "sends/s", natsBase);
+  line(`unary Send, ${UNARY_CONCURRENCY} in flight, durable acks`, unaryRate, "sends/s", natsBase);
   samplesLine(pick("unary", "rate"));
   say(
     `ack latency p50/p99: stream ${ms(median(pick("stream", "p50")))} / ${ms(median(pick("stream", "p99")))}, ` +
