@@ -68,7 +68,7 @@ export class CommitLinger {
     this.meanGain += (Math.max(0, gained) - this.meanGain) / 4;
   }
 
-  /** For tests and metrics: the means the decisions are made on. */
+  /** The means the decisions are made on (the tests read them). */
   get means(): { gapMs: number; gain: number } {
     return { gapMs: this.meanGapMs, gain: this.meanGain };
   }
