@@ -291,14 +291,14 @@ export const DEFAULT_MAX_RPC_CONNECTIONS = 256;
 /** How long a write waits for another connection's lock on a database (gateway.db_busy_timeout_ms). */
 export const DEFAULT_DB_BUSY_TIMEOUT_MS = 5000;
 
-/** HERMES_DB_BUSY_TIMEOUT_MS (blank: undefined), held to the config file's bounds. */
-export function busyTimeoutFromEnv(value: string | undefined): number | undefined {
-  return value === undefined ? undefined : parseMilliseconds(value, "HERMES_DB_BUSY_TIMEOUT_MS", MAX_DB_BUSY_TIMEOUT_MS);
+/** A milliseconds variable (blank: undefined), held to the config file's bounds for it. */
+function millisecondsFromEnv(value: string | undefined, name: string, max: number): number | undefined {
+  return value === undefined ? undefined : parseMilliseconds(value, name, max);
 }
 
-/** HERMES_COMMIT_LINGER_MS (blank: undefined), held to the config file's bounds. */
-function lingerFromEnv(value: string | undefined): number | undefined {
-  return value === undefined ? undefined : parseMilliseconds(value, "HERMES_COMMIT_LINGER_MS", MAX_COMMIT_LINGER_MS);
+/** HERMES_DB_BUSY_TIMEOUT_MS (blank: undefined), held to the config file's bounds. */
+export function busyTimeoutFromEnv(value: string | undefined): number | undefined {
+  return millisecondsFromEnv(value, "HERMES_DB_BUSY_TIMEOUT_MS", MAX_DB_BUSY_TIMEOUT_MS);
 }
 
 export function loadGatewayConfigFile(home: HermesHome): GatewayConfigFile {
@@ -434,7 +434,10 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
       replicationPageLimit: file.rooms?.replication_page_limit ?? 5000,
       followMaxBackoffMs: (file.rooms?.follow_max_backoff_seconds ?? 30) * 1000,
       maxAppendsPerCommit: file.rooms?.max_appends_per_commit ?? 1000,
-      commitLingerMs: lingerFromEnv(fromEnv("HERMES_COMMIT_LINGER_MS")) ?? file.rooms?.commit_linger_ms ?? DEFAULT_LINGER.maxMs,
+      commitLingerMs:
+        millisecondsFromEnv(fromEnv("HERMES_COMMIT_LINGER_MS"), "HERMES_COMMIT_LINGER_MS", MAX_COMMIT_LINGER_MS) ??
+        file.rooms?.commit_linger_ms ??
+        DEFAULT_LINGER.maxMs,
     },
     ...(endpoints
       ? {
