@@ -22,6 +22,8 @@ export interface OpenOptions {
   synchronous?: "FULL" | "NORMAL";
   /** Told before and after each migration an existing file needs (not when a new file is created): an upgrade of a large file takes seconds, and says so. */
   onMigration?: (step: MigrationStep) => void;
+  /** Bytes per page of a file this call creates (an existing file keeps its own). */
+  pageSize?: number;
 }
 
 function sqliteCode(err: unknown): string | undefined {
@@ -108,6 +110,7 @@ export function openDatabase(path: string, options: OpenOptions): Db {
     // Reading the version also proves the file is a database; both before any write to it.
     assertKnownSchema(db, options.migrations, options.label, path);
     if (!options.readonly) {
+      if (options.pageSize !== undefined) db.pragma(`page_size = ${options.pageSize}`);
       const mode = db.pragma("journal_mode = WAL", { simple: true });
       if (mode !== "wal") throw new Error(`could not switch to WAL (journal_mode is ${String(mode)})`);
       const wanted = options.synchronous ?? "FULL";

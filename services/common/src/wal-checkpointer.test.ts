@@ -5,7 +5,7 @@ import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { eventually } from "../../../test/support/eventually.js";
 import { type Db, openDatabase } from "./sqlite.js";
-import { BACKSTOP_AUTOCHECKPOINT_PAGES, type CheckpointReport, WalCheckpointer } from "./wal-checkpointer.js";
+import { type CheckpointReport, WalCheckpointer } from "./wal-checkpointer.js";
 
 /** A checkpoint every few milliseconds, whatever the writer does. */
 const FAST = { targetFrames: 1000, minMs: 1, maxMs: 5 };
@@ -34,7 +34,8 @@ describe("WalCheckpointer", () => {
   it("copies committed frames into the database file while the writer's own checkpoint waits for the backstop", async () => {
     const reports: CheckpointReport[] = [];
     const checkpointer = new WalCheckpointer(db, { pace: FAST, onCheckpoint: (r) => reports.push(r) });
-    expect(db.pragma("wal_autocheckpoint", { simple: true })).toBe(BACKSTOP_AUTOCHECKPOINT_PAGES);
+    // 4,096 pages of 4 KiB (the test's file has SQLite's default page).
+    expect(db.pragma("wal_autocheckpoint", { simple: true })).toBe(4096);
     const before = statSync(join(dir, "state.db")).size;
     // ~2,000 pages: past SQLite's default of 1,000, below the backstop: only the worker copies them.
     for (let i = 0; i < 8; i++) insertRows(1000, i * 1000);
@@ -71,6 +72,20 @@ describe("WalCheckpointer", () => {
     expect(() => statSync(join(dir, "state.db-wal"))).toThrow();
     const again = new Database(join(dir, "state.db"), { readonly: true });
     expect(again.prepare("SELECT count(*) AS n FROM t").get()).toEqual({ n: 100 });
+    again.close();
+  });
+
+  it("a file with larger pages keeps the same WAL sizes in bytes: the backstop and the writer's own pace in fewer pages", async () => {
+    const large = openDatabase(join(dir, "large.db"), { label: "large.db", migrations, pageSize: 16384 });
+    expect(large.pragma("page_size", { simple: true })).toBe(16384);
+    const checkpointer = new WalCheckpointer(large, { pace: FAST });
+    expect(large.pragma("wal_autocheckpoint", { simple: true })).toBe(1024);
+    await checkpointer.stop();
+    expect(large.pragma("wal_autocheckpoint", { simple: true })).toBe(250);
+    large.close();
+    // Reopened with another page size asked for, an existing file keeps its own.
+    const again = openDatabase(join(dir, "large.db"), { label: "large.db", migrations, pageSize: 4096 });
+    expect(again.pragma("page_size", { simple: true })).toBe(16384);
     again.close();
   });
 

@@ -1,16 +1,21 @@
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
-import { CHECKPOINT_PACE, type CheckpointPace, framesWrittenSince, nextCheckpointDelay } from "./pure/checkpoint-pace.js";
+import {
+  CHECKPOINT_BYTES,
+  type CheckpointPace,
+  checkpointPace,
+  framesWrittenSince,
+  nextCheckpointDelay,
+  pagesOf,
+} from "./pure/checkpoint-pace.js";
 import type { Db } from "./sqlite.js";
 
-/** SQLite's own default: a commit that leaves the WAL above this many pages checkpoints it. */
-const DEFAULT_AUTOCHECKPOINT_PAGES = 1000;
 /**
  * With a checkpointer the writer's own checkpoint is only the backstop: it runs when the WAL has
- * grown past this many pages anyway (the checkpointer stopped, or sustained writes never left it a
- * moment to finish). It then copies only what the checkpointer has not.
+ * grown past this many bytes anyway (the checkpointer stopped, or sustained writes never left it a
+ * moment to finish; 4,096 pages of 4 KiB). It then copies only what the checkpointer has not.
  */
-export const BACKSTOP_AUTOCHECKPOINT_PAGES = 4096;
+const BACKSTOP_CHECKPOINT_BYTES = 4096 * 4096;
 
 /** What one checkpoint of the worker did: PRAGMA wal_checkpoint's answer and how long it took. */
 export interface CheckpointReport {
@@ -36,9 +41,9 @@ type WorkerMessage = ({ kind: "checkpointed" } & CheckpointReport) | { kind: "fa
  * them. By default the commit that takes the WAL past 1,000 pages copies them all into the
  * database file and fsyncs it, on the writer's thread: for a gateway, its event loop. The worker
  * holds its own connection and, once the writer committed, runs a PASSIVE checkpoint (it never
- * waits for, or blocks, a reader or the writer) at about SQLite's own pace, whatever the write rate
- * (CHECKPOINT_PACE); the writer's own checkpoint stays as a backstop at
- * BACKSTOP_AUTOCHECKPOINT_PAGES.
+ * waits for, or blocks, a reader or the writer) at about SQLite's own pace in bytes, whatever the
+ * write rate (checkpointPace); the writer's own checkpoint stays as a backstop at
+ * BACKSTOP_CHECKPOINT_BYTES.
  *
  * Durability does not change: a commit is as durable as its synchronous setting makes it before
  * any checkpoint runs, and a checkpoint fsyncs the WAL before it copies frames and the database
@@ -49,13 +54,20 @@ export class WalCheckpointer {
   private readonly worker: Worker;
   private stopping = false;
   private readonly exited: Promise<void>;
+  /** The file's page size: `wal_autocheckpoint` counts pages, the sizes here are bytes. */
+  private readonly pageSize: number;
 
   constructor(
     private readonly db: Db,
     private readonly options: WalCheckpointerOptions = {},
   ) {
     const require = createRequire(import.meta.url);
-    const data: WorkerData = { sqlite: require.resolve("better-sqlite3"), path: db.name, pace: options.pace ?? CHECKPOINT_PACE };
+    this.pageSize = db.pragma("page_size", { simple: true }) as number;
+    const data: WorkerData = {
+      sqlite: require.resolve("better-sqlite3"),
+      path: db.name,
+      pace: options.pace ?? checkpointPace(this.pageSize),
+    };
     // The worker's body is the function below, sent as source in a data: URL: the worker then needs
     // no file of its own (it runs the same from the built package and from the sources the tests
     // import), and a data: URL is always an ES module (an eval'd worker follows the parent's
@@ -80,7 +92,7 @@ export class WalCheckpointer {
     });
     // After the listeners: adding a "message" listener holds the process again.
     this.worker.unref();
-    db.pragma(`wal_autocheckpoint = ${BACKSTOP_AUTOCHECKPOINT_PAGES}`);
+    db.pragma(`wal_autocheckpoint = ${pagesOf(BACKSTOP_CHECKPOINT_BYTES, this.pageSize)}`);
   }
 
   /** Ends the worker (its connection closed) and gives checkpoints back to the writer; call it before the writer closes. */
@@ -93,7 +105,7 @@ export class WalCheckpointer {
   }
 
   private writerCheckpoints(): void {
-    if (this.db.open) this.db.pragma(`wal_autocheckpoint = ${DEFAULT_AUTOCHECKPOINT_PAGES}`);
+    if (this.db.open) this.db.pragma(`wal_autocheckpoint = ${pagesOf(CHECKPOINT_BYTES, this.pageSize)}`);
   }
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CHECKPOINT_PACE, framesWrittenSince, nextCheckpointDelay } from "./checkpoint-pace.js";
+import { checkpointPace, framesWrittenSince, nextCheckpointDelay, pagesOf } from "./checkpoint-pace.js";
 
 describe("nextCheckpointDelay", () => {
   const pace = { targetFrames: 1000, minMs: 10, maxMs: 1000 };
@@ -27,7 +27,7 @@ describe("nextCheckpointDelay", () => {
       [4000, 100],
       [10, 100],
     ] as const) {
-      expect(copy(frames, elapsed, CHECKPOINT_PACE)).toBe(nextCheckpointDelay(frames, elapsed, CHECKPOINT_PACE));
+      expect(copy(frames, elapsed, checkpointPace(4096))).toBe(nextCheckpointDelay(frames, elapsed, checkpointPace(4096)));
     }
   });
 });
@@ -40,5 +40,22 @@ describe("framesWrittenSince", () => {
     [500, 500, 0],
   ])("%d then %d frames → %d written", (before, after, expected) => {
     expect(framesWrittenSince(before, after)).toBe(expected);
+  });
+});
+
+describe("checkpointPace", () => {
+  it.each([
+    // page size → frames per checkpoint: the same ~4 MB whatever the page
+    [4096, 1000], // SQLite's default file: its own 1,000 pages
+    [16384, 250],
+    [65536, 63],
+    [1024, 4000],
+  ])("%d-byte pages → %d frames", (pageSize, frames) => {
+    expect(checkpointPace(pageSize)).toEqual({ targetFrames: frames, minMs: 10, maxMs: 500 });
+  });
+
+  it("never asks for fewer than one page", () => {
+    expect(pagesOf(100, 4096)).toBe(1);
+    expect(pagesOf(0, 4096)).toBe(1);
   });
 });

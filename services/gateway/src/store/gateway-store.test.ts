@@ -2,8 +2,9 @@ import { fsync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Db, HermesError } from "@hermes/common";
+import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { openGatewayDb, ProfileDatabases, type SyncFile } from "./gateway-store.js";
+import { openGatewayDb, ProfileDatabases, STATE_DB_PAGE_SIZE, type SyncFile } from "./gateway-store.js";
 import { HermesHome } from "./home.js";
 import { TranscriptStore } from "./sessions-store.js";
 
@@ -156,5 +157,30 @@ describe("profile database durability", () => {
     await held[0]!.finish();
     expect(await state(running)).toBe("resolved");
     expect(held).toHaveLength(1);
+  });
+});
+
+describe("state.db page size", () => {
+  it("a new state.db has 16 KiB pages", () => {
+    expect(STATE_DB_PAGE_SIZE).toBe(16384);
+    expect(rootDb.pragma("page_size", { simple: true })).toBe(STATE_DB_PAGE_SIZE);
+  });
+
+  it("a file created with SQLite's 4 KiB pages keeps them and is migrated as it is", () => {
+    const dir = mkdtempSync(join(tmpdir(), "hermes-pagesize-"));
+    try {
+      const home = new HermesHome(dir);
+      home.ensureRoot();
+      const old = new Database(home.stateDb);
+      old.pragma("journal_mode = WAL");
+      expect(old.pragma("page_size", { simple: true })).toBe(4096);
+      old.close();
+      const db = openGatewayDb(home);
+      expect(db.pragma("page_size", { simple: true })).toBe(4096);
+      expect(db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'room_log_segments'").get()).toEqual({ n: 1 });
+      db.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
