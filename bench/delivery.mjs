@@ -40,33 +40,23 @@ import { createRequire, syncBuiltinESMExports } from "node:module";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import { installCommitCounter } from "./lib/commit-counter.mjs";
+import { benchOptions, intOption } from "./lib/options.mjs";
 import { withDaemonFlags } from "./lib/processes.mjs";
 
 await withDaemonFlags(import.meta.url);
 
-const { values: opts } = parseArgs({
-  options: {
-    root: { type: "string", default: fileURLToPath(new URL("..", import.meta.url)) },
-    baseline: { type: "string" },
-    bots: { type: "string", default: "100" },
-    messages: { type: "string", default: "5000" },
-    samples: { type: "string", default: "500" },
-    "model-ms": { type: "string", default: "0" },
-    scenarios: { type: "string", default: "local,openai" },
-    json: { type: "boolean", default: false },
-  },
+const opts = benchOptions(import.meta.url, {
+  root: { type: "string", default: fileURLToPath(new URL("..", import.meta.url)) },
+  baseline: { type: "string" },
+  bots: { type: "string", default: "100" },
+  messages: { type: "string", default: "5000" },
+  samples: { type: "string", default: "500" },
+  "model-ms": { type: "string", default: "0" },
+  scenarios: { type: "string", default: "local,openai" },
+  json: { type: "boolean", default: false },
 });
 
-const int = (name, min = 0) => {
-  const n = Number(opts[name]);
-  if (!Number.isInteger(n) || n < min) {
-    process.stderr.write(`--${name} must be an integer ≥ ${min} (got ${opts[name]})\n`);
-    process.exit(2);
-  }
-  return n;
-};
 const ROOT = resolve(opts.root);
 const DIST = {
   gateway: join(ROOT, "services/gateway/dist/index.js"),
@@ -74,10 +64,10 @@ const DIST = {
 };
 // The better-sqlite3 the gateway under test loads (another checkout has its own copy): its commits are counted.
 const Database = createRequire(join(ROOT, "services/gateway/package.json"))("better-sqlite3");
-const BOTS = int("bots", 2);
-const MESSAGES = int("messages", 1);
-const SAMPLES = int("samples", 1);
-const MODEL_MS = int("model-ms", 0);
+const BOTS = intOption(opts, "bots", 2);
+const MESSAGES = intOption(opts, "messages", 1);
+const SAMPLES = intOption(opts, "samples", 1);
+const MODEL_MS = intOption(opts, "model-ms", 0);
 
 // The asynchronous fsyncs (the transcripts' -wal files), counted from before the gateway is loaded.
 let walSyncs = 0;

@@ -22,7 +22,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, r
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
+import { benchOptions } from "./lib/options.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const DIST = {
@@ -39,18 +39,16 @@ const OTHERS = ["mybot2", "mybo", "zeta"];
 /** Line prefix of a child's result on stdout (the CLI scenario prints its own output too). */
 const RESULT = "BENCH-RESULT ";
 
-const { values: opts } = parseArgs({
-  options: {
-    sessions: { type: "string", default: "1000000" },
-    routing: { type: "string", default: "100000" },
-    "other-sessions": { type: "string", default: "20000" },
-    scenarios: { type: "string", default: "baseline,direct,live,cli,turns" },
-    dir: { type: "string" },
-    keep: { type: "boolean", default: false },
-    json: { type: "boolean", default: false },
-    phase: { type: "string" },
-    home: { type: "string" },
-  },
+const opts = benchOptions(import.meta.url, {
+  sessions: { type: "string", default: "1000000" },
+  routing: { type: "string", default: "100000" },
+  "other-sessions": { type: "string", default: "20000" },
+  scenarios: { type: "string", default: "baseline,direct,live,cli,turns" },
+  dir: { type: "string" },
+  keep: { type: "boolean", default: false },
+  json: { type: "boolean", default: false },
+  phase: { type: "string" },
+  home: { type: "string" },
 });
 
 const int = (name) => {

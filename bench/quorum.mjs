@@ -27,29 +27,26 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import { startEtcd } from "./lib/etcd.mjs";
 import { ensureNatsServer } from "./lib/nats.mjs";
-import { intOption } from "./lib/options.mjs";
+import { benchOptions, intOption } from "./lib/options.mjs";
 import { runPhase, startGateway } from "./lib/processes.mjs";
 import { fmt, machine, median, percentile, header as printHeader, line as printLine } from "./lib/report.mjs";
 import { BENCH_KEY, ROOM_MEMBERS, ROOMS_PHASES } from "./lib/rooms-bench.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
-const { values: opts } = parseArgs({
-  options: {
-    parts: { type: "string", default: "throughput,failover" },
-    samples: { type: "string", default: "2" },
-    sends: { type: "string", default: "50000" },
-    window: { type: "string", default: "1000" },
-    "text-bytes": { type: "string", default: "200" },
-    failovers: { type: "string", default: "3" },
-    ttl: { type: "string", default: "3" },
-    /** Write a CPU profile of every gateway process into this directory (node --cpu-prof). */
-    profile: { type: "string" },
-    json: { type: "boolean", default: false },
-  },
+const opts = benchOptions(import.meta.url, {
+  parts: { type: "string", default: "throughput,failover" },
+  samples: { type: "string", default: "2" },
+  sends: { type: "string", default: "50000" },
+  window: { type: "string", default: "1000" },
+  "text-bytes": { type: "string", default: "200" },
+  failovers: { type: "string", default: "3" },
+  ttl: { type: "string", default: "3" },
+  /** Write a CPU profile of every gateway process into this directory (node --cpu-prof). */
+  profile: { type: "string" },
+  json: { type: "boolean", default: false },
 });
 const int = (name, min = 1) => intOption(opts, name, min);
 const SAMPLES = int("samples");

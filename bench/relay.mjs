@@ -25,36 +25,26 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import { Client, credentials, Metadata } from "@grpc/grpc-js";
 import { stringify } from "yaml";
 import { GatewayFrame, RelayFrame } from "../proto/dist/gen/hermes/v1/relay.js";
+import { benchOptions, intOption } from "./lib/options.mjs";
 import { fmt, percentile } from "./lib/report.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const BIN = join(ROOT, "services/cli/bin/hermes.js");
 const DIST = { gateway: join(ROOT, "services/gateway/dist/index.js"), common: join(ROOT, "services/common/dist/index.js") };
 
-const { values: opts } = parseArgs({
-  options: {
-    targets: { type: "string", default: "100" },
-    messages: { type: "string", default: "2000" },
-    samples: { type: "string", default: "200" },
-    json: { type: "boolean", default: false },
-    keep: { type: "boolean", default: false },
-  },
+const opts = benchOptions(import.meta.url, {
+  targets: { type: "string", default: "100" },
+  messages: { type: "string", default: "2000" },
+  samples: { type: "string", default: "200" },
+  json: { type: "boolean", default: false },
+  keep: { type: "boolean", default: false },
 });
-const int = (name, min) => {
-  const n = Number(opts[name]);
-  if (!Number.isInteger(n) || n < min) {
-    process.stderr.write(`--${name} must be an integer ≥ ${min} (got ${opts[name]})\n`);
-    process.exit(2);
-  }
-  return n;
-};
-const TARGETS = int("targets", 1);
-const MESSAGES = int("messages", 1);
-const SAMPLES = int("samples", 1);
+const TARGETS = intOption(opts, "targets", 1);
+const MESSAGES = intOption(opts, "messages", 1);
+const SAMPLES = intOption(opts, "samples", 1);
 const SENDERS = 10;
 const API_KEY = "bench-relay-api-key-0123456789";
 

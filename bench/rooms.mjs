@@ -25,9 +25,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import { ensureNatsServer } from "./lib/nats.mjs";
-import { intOption } from "./lib/options.mjs";
+import { benchOptions, intOption } from "./lib/options.mjs";
 import { gatewayCpuUsageMs, histogramTotals, runPhase, startGateway, startPhase } from "./lib/processes.mjs";
 import { fmt, machine, median, header as printHeader, line as printLine } from "./lib/report.mjs";
 import { BENCH_KEY, ROOM_MEMBERS, ROOMS_PHASES } from "./lib/rooms-bench.mjs";
@@ -35,26 +34,24 @@ import { BENCH_KEY, ROOM_MEMBERS, ROOMS_PHASES } from "./lib/rooms-bench.mjs";
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const ROOM = "bench-room";
 
-const { values: opts } = parseArgs({
-  options: {
-    parts: { type: "string", default: "a,b,c,d" },
-    samples: { type: "string", default: "3" },
-    sends: { type: "string", default: "200000" },
-    window: { type: "string", default: "1000" },
-    "unary-sends": { type: "string", default: "20000" },
-    "unary-window": { type: "string", default: "64" },
-    "engine-events": { type: "string", default: "200000" },
-    "engine-window": { type: "string", default: "2000" },
-    events: { type: "string", default: "1000000" },
-    "tail-rate": { type: "string", default: "1000" },
-    "tail-seconds": { type: "string", default: "10" },
-    "text-bytes": { type: "string", default: "200" },
-    /** Event ids of b's and c's logs: `seq` (`e-0`, `e-1`, …, nearly sorted) or `random` (`client-<uuid v4>`, what a client that makes random ids sends). */
-    ids: { type: "string", default: "seq" },
-    /** Write a CPU profile of every gateway process into this directory (node --cpu-prof). */
-    profile: { type: "string" },
-    json: { type: "boolean", default: false },
-  },
+const opts = benchOptions(import.meta.url, {
+  parts: { type: "string", default: "a,b,c,d" },
+  samples: { type: "string", default: "3" },
+  sends: { type: "string", default: "200000" },
+  window: { type: "string", default: "1000" },
+  "unary-sends": { type: "string", default: "20000" },
+  "unary-window": { type: "string", default: "64" },
+  "engine-events": { type: "string", default: "200000" },
+  "engine-window": { type: "string", default: "2000" },
+  events: { type: "string", default: "1000000" },
+  "tail-rate": { type: "string", default: "1000" },
+  "tail-seconds": { type: "string", default: "10" },
+  "text-bytes": { type: "string", default: "200" },
+  /** Event ids of b's and c's logs: `seq` (`e-0`, `e-1`, …, nearly sorted) or `random` (`client-<uuid v4>`, what a client that makes random ids sends). */
+  ids: { type: "string", default: "seq" },
+  /** Write a CPU profile of every gateway process into this directory (node --cpu-prof). */
+  profile: { type: "string" },
+  json: { type: "boolean", default: false },
 });
 
 const int = (name, min = 1) => intOption(opts, name, min);
