@@ -25,6 +25,9 @@
 //               loop, counted too (`wal fsyncs`; concurrent commits to one file share one)
 //   file checks `statSync` + `existsSync` calls per delivery in both phases (the turn's config files,
 //               profile liveness and identity checks): each a system call on the event loop
+//   statements  with `--statements N`: the N SQLite statements that took the event loop longest
+//               per delivery under load (calls and µs per delivery, by database and SQL;
+//               bench/lib/statement-timer.mjs; off by default: timing every call costs a little)
 // The machine's fsync cost is measured in the same run (the ratio shows how many commits' worth of
 // time one delivery costs), and the load average is printed before and after.
 //
@@ -43,6 +46,7 @@ import { fileURLToPath } from "node:url";
 import { installCommitCounter } from "./lib/commit-counter.mjs";
 import { benchOptions, intOption } from "./lib/options.mjs";
 import { withDaemonFlags } from "./lib/processes.mjs";
+import { installStatementTimer } from "./lib/statement-timer.mjs";
 
 await withDaemonFlags(import.meta.url);
 
@@ -54,6 +58,7 @@ const opts = benchOptions(import.meta.url, {
   samples: { type: "string", default: "500" },
   "model-ms": { type: "string", default: "0" },
   scenarios: { type: "string", default: "local,openai" },
+  statements: { type: "string", default: "0" },
   json: { type: "boolean", default: false },
 });
 
@@ -68,6 +73,7 @@ const BOTS = intOption(opts, "bots", 2);
 const MESSAGES = intOption(opts, "messages", 1);
 const SAMPLES = intOption(opts, "samples", 1);
 const MODEL_MS = intOption(opts, "model-ms", 0);
+const STATEMENTS = intOption(opts, "statements", 0);
 
 // The asynchronous fsyncs (the transcripts' -wal files), counted from before the gateway is loaded.
 let walSyncs = 0;
@@ -98,8 +104,10 @@ try {
 }
 const { Gateway } = gatewayModule;
 const commits = installCommitCounter(Database);
+const statements = STATEMENTS > 0 ? installStatementTimer(Database) : undefined;
 function resetCounts() {
   commits.reset();
+  statements?.reset();
   walSyncs = 0;
   fileChecks = 0;
 }
@@ -249,6 +257,7 @@ async function scenario(name, provider) {
     const cpu1 = process.cpuUsage(cpu0);
     const loop1 = performance.eventLoopUtilization(loop0);
     const throughputCommits = commitsPer(MESSAGES, home);
+    const throughputStatements = statements?.top(STATEMENTS, MESSAGES);
     const settled = receipts.filter((r) => r.state === "settled").length;
 
     // Latency: one at a time, so nothing queues.
@@ -294,6 +303,7 @@ async function scenario(name, provider) {
         // Time the event loop was busy per delivery (blocking fsyncs included, the thread pool's not).
         loop_ms_per_delivery: loop1.active / MESSAGES,
         commits_per_delivery: throughputCommits,
+        ...(throughputStatements ? { statements: throughputStatements } : {}),
       },
       latency: {
         samples: SAMPLES,
@@ -380,6 +390,13 @@ for (const r of results) {
   log(
     `  file-system checks per delivery (statSync + existsSync): ${checks(r.throughput.commits_per_delivery)} under load, ${checks(l.commits_per_delivery)} one at a time`,
   );
+  const timed = r.throughput.statements;
+  if (timed) {
+    log(`  SQLite statements under load: ${timed.total_us.toFixed(0)} µs per delivery on the event loop; the longest:`);
+    for (const t of timed.statements) {
+      log(`    ${t.us.toFixed(1).padStart(7)} µs  ${t.calls.toFixed(2).padStart(5)} calls  ${t.statement.slice(0, 110)}`);
+    }
+  }
   log(`  enqueue (send → ack): p50 ${ms(l.enqueue_p50_ms)}, p99 ${ms(l.enqueue_p99_ms)}`);
   log(`  enqueue → settled:    p50 ${ms(l.settled_p50_ms)}, p99 ${ms(l.settled_p99_ms)}`);
   if (r.scenario === "openai") log(`  of which ours (minus the provider call): p50 ${ms(l.own_p50_ms)}, p99 ${ms(l.own_p99_ms)}`);

@@ -172,4 +172,32 @@ describe("TranscriptStore: the tails it keeps", () => {
     expect(t.from("s1", 1, 100).map((m) => m.content)).toEqual(["one"]);
     expect(t.keptFrom("s1", 1)).toBeUndefined();
   });
+
+  it("numbers appends after a kept tail densely, as a read of the last seq would", () => {
+    const t = new TranscriptStore(db);
+    t.append("s1", [said("one"), said("two")]);
+    expect(t.append("s1", [said("three"), said("four")]).map((m) => m.seq)).toEqual([3, 4]);
+    expect(t.append("s1", [said("five")]).map((m) => m.seq)).toEqual([5]);
+    expect(t.from("s1", 1, 100).map((m) => [m.seq, m.content])).toEqual([
+      [1, "one"],
+      [2, "two"],
+      [3, "three"],
+      [4, "four"],
+      [5, "five"],
+    ]);
+  });
+
+  it("refuses an append whose kept tail is behind a write made around the store, overwriting nothing", () => {
+    const t = new TranscriptStore(db);
+    t.append("s1", [said("one")]);
+    // Not through TranscriptStore (the gateway never does this): the kept tail still ends at seq 1.
+    db.prepare(
+      "INSERT INTO messages (session_id, seq, role, content, meta_json, created_at) VALUES ('s1', 2, 'user', 'around', '{}', ?)",
+    ).run(T);
+    expect(() => t.append("s1", [said("two")])).toThrow(/UNIQUE|PRIMARY KEY/);
+    expect(t.from("s1", 1, 100).map((m) => m.content)).toEqual(["one", "around"]);
+    // The refused append dropped the tail: the next one reads the last seq.
+    expect(t.append("s1", [said("two")]).map((m) => m.seq)).toEqual([3]);
+    expect(t.from("s1", 1, 100).map((m) => m.content)).toEqual(["one", "around", "two"]);
+  });
 });

@@ -197,9 +197,13 @@ export interface TranscriptMessage {
 
 type StoredMessage = Omit<TranscriptMessage, "meta"> & { meta_json: string };
 
-const toMessage = ({ meta_json, ...m }: StoredMessage): TranscriptMessage => ({
-  ...m,
-  meta: JSON.parse(meta_json) as Record<string, unknown>,
+/** Field by field, not by rest and spread: a turn's history maps every message it remembers through this. */
+const toMessage = (m: StoredMessage): TranscriptMessage => ({
+  seq: m.seq,
+  role: m.role,
+  content: m.content,
+  created_at: m.created_at,
+  meta: (m.meta_json === "{}" ? {} : JSON.parse(m.meta_json)) as Record<string, unknown>,
 });
 
 type AppendTransaction = ReturnType<typeof makeAppendTransaction>;
@@ -207,8 +211,8 @@ type AppendTransaction = ReturnType<typeof makeAppendTransaction>;
 function makeAppendTransaction(db: Db) {
   const next = statement(db, "SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM messages WHERE session_id = ?");
   const insert = statement(db, "INSERT INTO messages (session_id, seq, role, content, meta_json, created_at) VALUES (?, ?, ?, ?, ?, ?)");
-  return db.transaction((sessionId: string, messages: Omit<TranscriptMessage, "seq">[]): StoredMessage[] => {
-    let seq = (next.get(sessionId) as { seq: number }).seq;
+  return db.transaction((sessionId: string, messages: Omit<TranscriptMessage, "seq">[], nextSeq: number | undefined): StoredMessage[] => {
+    let seq = nextSeq ?? (next.get(sessionId) as { seq: number }).seq;
     return messages.map((m) => {
       const row: StoredMessage = {
         seq: seq++,
@@ -281,11 +285,16 @@ export class TranscriptStore {
     return rows.slice(fromSeq - first).map(toMessage);
   }
 
-  /** Appends messages in one transaction with dense per-session seqs. */
+  /**
+   * Appends messages in one transaction with dense per-session seqs. A kept tail ends where the
+   * transcript ends, so its last seq gives the next one without a read (were it ever wrong, the
+   * primary key refuses the insert and the transaction rolls back: nothing is overwritten).
+   */
   append(sessionId: string, messages: Omit<TranscriptMessage, "seq">[]): TranscriptMessage[] {
     const before = this.tail(sessionId);
     transcriptTails.delete(sessionId);
-    const rows = appendTransaction(this.db).immediate(sessionId, messages);
+    const last = before?.at(-1)?.seq;
+    const rows = appendTransaction(this.db).immediate(sessionId, messages, last === undefined ? undefined : last + 1);
     const first = rows[0];
     // Inside an outer transaction (replace) the rows may still be rolled back: only committed rows are kept.
     if (first && !this.db.inTransaction) {
