@@ -147,8 +147,9 @@ describe("routines in a running gateway", () => {
     // The runs are turns of alice's Bot Chat: a header line, then the prompt verbatim.
     const routineTurns = botChat(t, "alice").filter((m) => m.role === "user" && m.meta["routine"] === "[bot:alice] Tick");
     expect(routineTurns.length).toBeGreaterThanOrEqual(settled.length);
+    // The header leaves out ":00" seconds, so a run on a whole minute reads "03:07 UTC".
     expect(routineTurns[0]!.content).toMatch(
-      /^Routine \[bot:alice\] Tick scheduled for \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC:\nSay the time\.$/,
+      /^Routine \[bot:alice\] Tick scheduled for \d{4}-\d\d-\d\d \d\d:\d\d(:\d\d)? UTC:\nSay the time\.$/,
     );
     // …so a chat with the bot has them in context.
     const out = await t.gateway.chat.turn({ profile: "alice", text: "what was my last message?" });
