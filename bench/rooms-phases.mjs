@@ -13,7 +13,7 @@ import Database from "better-sqlite3";
 import { Registry } from "prom-client";
 import { EchoAppendStream, startEchoServer } from "./lib/grpc-echo.mjs";
 import { jetStreamMirror, jetStreamTail, startNats, startNatsCluster } from "./lib/nats.mjs";
-import { pipelined } from "./lib/pipeline.mjs";
+import { paced, pipelined } from "./lib/pipeline.mjs";
 import { printReady, printResult, processCpuMs, withDaemonFlags } from "./lib/processes.mjs";
 import { percentile } from "./lib/report.mjs";
 import { ROOM_MEMBERS } from "./lib/rooms-bench.mjs";
@@ -557,26 +557,14 @@ async function tail({ authorityUrl, replicaUrl, key, room, rate, seconds, warmup
     }
   });
   sub.on("error", () => undefined);
-  const started = performance.now();
-  let sent = 0;
-  await new Promise((resolve) => {
-    const tick = () => {
-      const due = Math.min(total, Math.floor(((performance.now() - started) * rate) / 1000) + 1);
-      while (sent < due) {
-        const i = sent++;
-        const eventId = `tail-${i}`;
-        const t = performance.now();
-        sentAt.set(eventId, { i, t });
-        stream.send({ room_id: room, event_id: eventId, payload: { text: messageText(i, textBytes) } }).then(() => {
-          if (i >= warm) ack.push(performance.now() - t);
-        });
-      }
-      if (sent < total) setTimeout(tick, 1);
-      else resolve();
-    };
-    tick();
+  const sendSecs = await paced(total, rate, (i) => {
+    const eventId = `tail-${i}`;
+    const t = performance.now();
+    sentAt.set(eventId, { i, t });
+    stream.send({ room_id: room, event_id: eventId, payload: { text: messageText(i, textBytes) } }).then(() => {
+      if (i >= warm) ack.push(performance.now() - t);
+    });
   });
-  const sendSecs = (performance.now() - started) / 1000;
   const timeout = new Promise((resolve) => setTimeout(() => resolve("timeout"), 30_000));
   const finished = await Promise.race([done.then(() => "ok"), timeout]);
   sub.cancel();
@@ -598,6 +586,31 @@ async function tail({ authorityUrl, replicaUrl, key, room, rate, seconds, warmup
     appliedMax: applied.at(-1),
     cpuMs: cpuMs(),
   };
+}
+
+/**
+ * The transport's share of a tail event: the tail's paced AppendRequest bytes (one send per message
+ * at this pace, as AppendStream sends them) through a bare grpc-js echo stream, each settled when
+ * its bytes come back. The echo server's CPU per message is the floor of the authority's per event.
+ */
+async function echoTail({ url, room, rate, seconds, warmupSeconds, textBytes }) {
+  const stream = new EchoAppendStream(url);
+  const total = Math.round(rate * (seconds + warmupSeconds));
+  const warm = Math.round(rate * warmupSeconds);
+  const echoed = [];
+  const answers = [];
+  const sendSecs = await paced(total, rate, (i) => {
+    const t = performance.now();
+    answers.push(
+      stream.send({ room_id: room, event_id: `tail-${i}`, payload: { text: messageText(i, textBytes) } }).then(() => {
+        if (i >= warm) echoed.push(performance.now() - t);
+      }),
+    );
+  });
+  await Promise.all(answers);
+  stream.close();
+  echoed.sort((a, b) => a - b);
+  return { sent: total, offeredRate: total / sendSecs, echoP50: percentile(echoed, 50), echoP99: percentile(echoed, 99), cpuMs: cpuMs() };
 }
 
 /** The same paced load on a JetStream stream and its mirror (the tail's baseline). */
@@ -750,6 +763,7 @@ const PHASES = {
   "apply-pages": applyPages,
   "nats-mirror": natsMirror,
   tail,
+  "echo-tail": echoTail,
   "tail-commits": tailCommits,
   "nats-tail": natsTail,
 };

@@ -13,7 +13,9 @@
 // c. catch-up of 1,000,000 events from an authority gateway to a new replica gateway (two processes,
 //    loopback) against a JetStream mirror catch-up of 1,000,000 messages
 // d. live tail: append → applied on a following replica at 1,000 events/s, p50/p99, and CPU per
-//    event on the authority and on the replica (user and system)
+//    event on the authority and on the replica (user and system), against the CPU per message of a
+//    bare grpc-js echo stream fed the same AppendRequest bytes at the same pace (the transport's
+//    floor) and a JetStream stream with a mirror at the same pace
 //
 // Every server (gateway, nats-server, echo server) runs in its own process and every client in a
 // fresh child process (bench/rooms-phases.mjs); each sample of a, b and c runs our figure and its
@@ -462,15 +464,34 @@ async function partD() {
     const commits1 = await histogramTotals(authority.http, "hermes_room_append_batch_size", BENCH_KEY);
     const split1 = await cpuNow();
     const events = r.sent;
-    const cpuLine = (i) => {
+    const cpuPerEvent = (i) => {
       const user = usPerEvent(split1[i].user - split0[i].user, events);
       const system = usPerEvent(split1[i].system - split0[i].system, events);
-      return `${fmt(user + system, 1)} µs (user ${fmt(user, 1)}, system ${fmt(system, 1)})`;
+      return { user, system, total: user + system };
+    };
+    const cpuLine = (i) => {
+      const { user, system, total } = cpuPerEvent(i);
+      return `${fmt(total, 1)} µs (user ${fmt(user, 1)}, system ${fmt(system, 1)})`;
     };
     r.authorityCommits = commits1.count - commits0.count;
     say(`CPU per tail event: authority ${cpuLine(0)}, replica ${cpuLine(1)}   (goal: ≤ 100 µs each)`);
     say(
       `the authority committed ${fmt(r.authorityCommits)} group commits for ${fmt(events)} events (${fmt(events / r.authorityCommits, 2)} per commit)`,
+    );
+    const echoServer = await startPhase(ROOMS_PHASES, "echo-server");
+    let echo;
+    try {
+      echo = await measured(
+        "echo-tail",
+        { url: echoServer.url, room: ROOM, rate: TAIL_RATE, seconds: TAIL_SECONDS, warmupSeconds: 1, textBytes: TEXT_BYTES },
+        [echoServer],
+      );
+    } finally {
+      await echoServer.stop();
+    }
+    const echoCpu = usPerEvent(echo.serverCpuMs[0], echo.sent);
+    say(
+      `bare grpc-js echo stream, same pace and bytes: server CPU ${fmt(echoCpu, 1)} µs per message (the authority: ${fmt(cpuPerEvent(0).total / echoCpu, 1)}×); echo p50 ${ms(echo.echoP50)}  p99 ${ms(echo.echoP99)}`,
     );
     const nats = await runPhase(ROOMS_PHASES, "nats-tail", {
       rate: TAIL_RATE,
@@ -486,6 +507,7 @@ async function partD() {
     results.d = {
       ...r,
       cpuSplitMs: split1.map((x, i) => ({ user: x.user - split0[i].user, system: x.system - split0[i].system })),
+      echo,
       jetStream: nats,
     };
   } finally {

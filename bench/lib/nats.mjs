@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
+import { paced } from "./pipeline.mjs";
 import { freePort } from "./processes.mjs";
 
 const HOW_TO_GET =
@@ -209,27 +210,16 @@ export async function jetStreamTail({ rate, seconds, warmupSeconds, bytes = 200,
       }
     })();
     const cpu0 = cpuMs(nats.pid);
-    const started = performance.now();
-    let sent = 0;
     const acks = [];
-    await new Promise((resolve) => {
-      const tick = () => {
-        const due = Math.min(total, Math.floor(((performance.now() - started) * rate) / 1000) + 1);
-        while (sent < due) {
-          const i = sent++;
-          const payload = new Uint8Array(bytes).fill(120);
-          new DataView(payload.buffer).setUint32(0, i);
-          sentAt[i] = performance.now();
-          acks.push(
-            js.publish("events.room", payload).then(() => {
-              if (i >= warm) ack.push(performance.now() - sentAt[i]);
-            }),
-          );
-        }
-        if (sent < total) setTimeout(tick, 1);
-        else resolve();
-      };
-      tick();
+    await paced(total, rate, (i) => {
+      const payload = new Uint8Array(bytes).fill(120);
+      new DataView(payload.buffer).setUint32(0, i);
+      sentAt[i] = performance.now();
+      acks.push(
+        js.publish("events.room", payload).then(() => {
+          if (i >= warm) ack.push(performance.now() - sentAt[i]);
+        }),
+      );
     });
     await Promise.all(acks);
     const finished = await Promise.race([read.then(() => "ok"), new Promise((r) => setTimeout(() => r("timeout"), 30_000))]);

@@ -31,3 +31,22 @@ export function pipelined(count, window, send) {
     pump();
   });
 }
+
+/**
+ * The open-loop driver of the live-tail figures (our tail, the bare echo stream, JetStream's
+ * mirror): issues `total` requests `issue(i)` at `rate` per second by the clock, catching up every
+ * millisecond, whatever the answers do. Resolves with the seconds the issuing took.
+ */
+export function paced(total, rate, issue) {
+  const started = performance.now();
+  let sent = 0;
+  return new Promise((resolve) => {
+    const tick = () => {
+      const due = Math.min(total, Math.floor(((performance.now() - started) * rate) / 1000) + 1);
+      while (sent < due) issue(sent++);
+      if (sent < total) setTimeout(tick, 1);
+      else resolve((performance.now() - started) / 1000);
+    };
+    tick();
+  });
+}
