@@ -187,6 +187,22 @@ describe("TranscriptStore: the tails it keeps", () => {
     ]);
   });
 
+  it("a failed append (the disk refused its second message) stores nothing and leaves the numbering dense", () => {
+    const t = new TranscriptStore(db);
+    t.append("s1", [said("one")]);
+    // Stands in for SQLITE_FULL half-way through the transaction.
+    db.exec(
+      "CREATE TRIGGER refuse_full BEFORE INSERT ON messages WHEN NEW.content = 'full' BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END",
+    );
+    expect(() => t.append("s1", [said("two"), said("full")])).toThrow(/disk is full/);
+    expect(t.from("s1", 1, 100).map((m) => m.content)).toEqual(["one"]);
+    expect(t.keptFrom("s1", 1)).toBeUndefined();
+    db.exec("DROP TRIGGER refuse_full");
+    expect(t.append("s1", [said("two"), said("three")]).map((m) => m.seq)).toEqual([2, 3]);
+    expect(t.keptFrom("s1", 1)).toBeUndefined();
+    expect(t.keptFrom("s1", 2)).toEqual(t.from("s1", 2, 100));
+  });
+
   it("refuses an append whose kept tail is behind a write made around the store, overwriting nothing", () => {
     const t = new TranscriptStore(db);
     t.append("s1", [said("one")]);
