@@ -29,7 +29,8 @@
 //               per delivery under load (calls and µs per delivery, by database and SQL;
 //               bench/lib/statement-timer.mjs; off by default: timing every call costs a little)
 // The machine's fsync cost is measured in the same run (the ratio shows how many commits' worth of
-// time one delivery costs), and the load average is printed before and after.
+// time one delivery costs; the CPU of one such commit times the fsyncs per delivery is their floor
+// in the CPU per delivery), and the load average is printed before and after.
 //
 // `--baseline <checkout>` measures the same scenarios on another checkout's build (e.g. a worktree
 // of main, built with `npx tsc -b tsconfig.build.json`) in a child process of the same run, first,
@@ -185,7 +186,7 @@ globalThis.fetch = async (...args) => {
   }
 };
 
-/** The machine's cost of one fsynced SQLite commit (WAL, synchronous=FULL), measured now. */
+/** The machine's cost of one fsynced one-row SQLite commit (WAL, synchronous=FULL), measured now: wall time and CPU. */
 function commitCost(dir) {
   const db = new Database(join(dir, "fsync-baseline.db"));
   db.pragma("journal_mode = WAL");
@@ -194,11 +195,13 @@ function commitCost(dir) {
   const insert = db.prepare("INSERT INTO t (v) VALUES (?)");
   for (let i = 0; i < 20; i++) insert.run("warm");
   const n = 300;
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   for (let i = 0; i < n; i++) insert.run("x".repeat(200));
   const per = (performance.now() - t0) / n;
+  const cpu = process.cpuUsage(cpu0);
   db.close();
-  return per;
+  return { ms: per, cpuMs: (cpu.user + cpu.system) / 1000 / n };
 }
 
 async function scenario(name, provider) {
@@ -332,9 +335,9 @@ const loadBefore = load();
 log(`load average (1, 5, 15 min) before: ${loadBefore}`);
 const scratch = mkdtempSync(join(tmpdir(), "hermes-bench-fsync-"));
 mkdirSync(scratch, { recursive: true });
-const commitMs = commitCost(scratch);
+const { ms: commitMs, cpuMs: commitCpuMs } = commitCost(scratch);
 rmSync(scratch, { recursive: true, force: true });
-log(`machine: one fsynced SQLite commit (WAL, synchronous=FULL) = ${ms(commitMs)}`);
+log(`machine: one fsynced SQLite commit (WAL, synchronous=FULL) = ${ms(commitMs)}, ${ms(commitCpuMs)} of CPU`);
 
 /** The same scenarios on the baseline checkout's build, in a child process (its own modules and counter). */
 function measureBaseline(checkout) {
@@ -386,6 +389,12 @@ for (const r of results) {
     `${x.all.toFixed(2)} (state.db ${x.state_db.toFixed(2)}, transcripts ${x.transcripts.toFixed(2)}` +
     `${x.wal_fsyncs === undefined ? "" : `, wal fsyncs ${x.wal_fsyncs.toFixed(2)}`})`;
   log(`  commits per delivery: ${c(r.throughput.commits_per_delivery)} under load, ${c(l.commits_per_delivery)} one at a time`);
+  // Every delivery fsyncs the files its commits wrote; each fsync costs at least what the bare
+  // commit above costs in CPU, whatever else is trimmed.
+  const fsyncFloor = (x) => (x.state_db + (x.wal_fsyncs ?? 0)) * commitCpuMs;
+  log(
+    `  the fsyncs alone, at a bare fsynced commit's CPU each: ${ms(fsyncFloor(r.throughput.commits_per_delivery))} per delivery under load, ${ms(fsyncFloor(l.commits_per_delivery))} one at a time`,
+  );
   const checks = (x) => (x.file_checks === undefined ? "?" : x.file_checks.toFixed(2));
   log(
     `  file-system checks per delivery (statSync + existsSync): ${checks(r.throughput.commits_per_delivery)} under load, ${checks(l.commits_per_delivery)} one at a time`,
@@ -439,6 +448,6 @@ const loadAfter = load();
 log(`\nload average (1, 5, 15 min) after: ${loadAfter}`);
 if (opts.json) {
   process.stdout.write(
-    `${JSON.stringify({ root: ROOT, commit_ms: commitMs, model_ms: MODEL_MS, load_before: loadBefore, load_after: loadAfter, results, baseline }, null, 2)}\n`,
+    `${JSON.stringify({ root: ROOT, commit_ms: commitMs, commit_cpu_ms: commitCpuMs, model_ms: MODEL_MS, load_before: loadBefore, load_after: loadAfter, results, baseline }, null, 2)}\n`,
   );
 }

@@ -517,7 +517,7 @@ async function applyPages({ from, room, dir, limit = 5000, events: wanted = Numb
 }
 
 async function natsMirror({ count }) {
-  return jetStreamMirror({ count });
+  return jetStreamMirror({ count, cpuMs: processCpuMs });
 }
 
 // ---------------------------------------------------------------------------------------------

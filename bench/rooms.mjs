@@ -410,6 +410,19 @@ async function partC() {
     `CPU per event during catch-up: authority ${fmt(median(samples.map((x) => usPerEvent(x.ours.serverCpuMs[0], n))), 2)} µs, replica ${fmt(median(samples.map((x) => usPerEvent(x.ours.serverCpuMs[1], n))), 2)} µs; ` +
       `packed page ${fmt(samples[0].pull.bytesPerEvent)} B per event, ${fmt(samples[0].pull.pages)} pages`,
   );
+  // The work per event on both sides, and what it allows at best: with every core of the machine
+  // busy on the two gateways (the authority and the replica run side by side), a catch-up cannot
+  // outrun the cores' time divided by their CPU per event, however the work is spread.
+  const gatewaysCpu = median(samples.map((x) => usPerEvent(x.ours.serverCpuMs[0] + x.ours.serverCpuMs[1], n)));
+  const natsCpu = median(samples.map((x) => usPerEvent(x.mirror.serverCpuMs, EVENTS)));
+  const cores = cpus().length;
+  const cpuBound = (cores * 1e6) / gatewaysCpu;
+  say(
+    `CPU per event, both sides together: the two gateways ${fmt(gatewaysCpu, 2)} µs, nats-server ${fmt(natsCpu, 2)} µs (stream and mirror in one process): ${fmt(gatewaysCpu / natsCpu, 2)}×`,
+  );
+  say(
+    `at the gateways' CPU per event, ${cores} cores all busy allow at most ${fmt(cpuBound)} events/s = ${fmt(cpuBound / mirrorRate, 2)}× the mirror`,
+  );
   results.c = {
     seeded,
     oursRate,
@@ -417,6 +430,9 @@ async function partC() {
     pullRate,
     rawApplyRate,
     rawSegmentsRate,
+    gatewaysCpuUs: gatewaysCpu,
+    natsCpuUs: natsCpu,
+    cpuBoundRate: cpuBound,
     ratio: oursRate / mirrorRate,
     pairedRatio: paired,
     samples,

@@ -158,8 +158,11 @@ export async function jetStreamPublish({ count, bytes = 200, window = 1000 }) {
   }
 }
 
-/** Mirror catch-up: `count` messages published first, then a mirror stream created and timed until it holds them all. */
-export async function jetStreamMirror({ count, bytes = 200 }) {
+/**
+ * Mirror catch-up: `count` messages published first, then a mirror stream created and timed until
+ * it holds them all. `cpuMs(pid)`, when given, reads nats-server's CPU over that time (`serverCpuMs`).
+ */
+export async function jetStreamMirror({ count, bytes = 200, cpuMs }) {
   const nats = await startNats();
   try {
     const jsm = await jetstreamManager(nats.nc);
@@ -172,11 +175,13 @@ export async function jetStreamMirror({ count, bytes = 200 }) {
     }
     await nats.nc.flush();
     while ((await jsm.streams.info("EVENTS")).state.messages < count) await new Promise((r) => setTimeout(r, 20));
+    const cpu0 = cpuMs?.(nats.pid);
     const started = performance.now();
     await jsm.streams.add({ name: "EVENTS_M", mirror: { name: "EVENTS" }, storage: "file" });
     while ((await jsm.streams.info("EVENTS_M")).state.messages < count) await new Promise((r) => setTimeout(r, 20));
     const secs = (performance.now() - started) / 1000;
-    return { count, secs, rate: count / secs };
+    const serverCpuMs = cpuMs ? cpuMs(nats.pid) - cpu0 : undefined;
+    return { count, secs, rate: count / secs, serverCpuMs };
   } finally {
     await nats.stop();
   }
