@@ -13,7 +13,7 @@ import Database from "better-sqlite3";
 import { Registry } from "prom-client";
 import { EchoAppendStream, startEchoServer } from "./lib/grpc-echo.mjs";
 import { jetStreamMirror, jetStreamTail, startNats, startNatsCluster } from "./lib/nats.mjs";
-import { paced, pipelined } from "./lib/pipeline.mjs";
+import { paced, pacedCounts, pipelined } from "./lib/pipeline.mjs";
 import { printReady, printResult, processCpuMs, withDaemonFlags } from "./lib/processes.mjs";
 import { percentile } from "./lib/report.mjs";
 import { ROOM_MEMBERS } from "./lib/rooms-bench.mjs";
@@ -538,8 +538,7 @@ async function tail({ authorityUrl, replicaUrl, key, room, rate, seconds, warmup
   const sentAt = new Map();
   const ack = [];
   const applied = [];
-  const total = Math.round(rate * (seconds + warmupSeconds));
-  const warm = Math.round(rate * warmupSeconds);
+  const { total, warm } = pacedCounts(rate, seconds, warmupSeconds);
   let seen = 0;
   let allSeen;
   const done = new Promise((resolve) => {
@@ -595,8 +594,7 @@ async function tail({ authorityUrl, replicaUrl, key, room, rate, seconds, warmup
  */
 async function echoTail({ url, room, rate, seconds, warmupSeconds, textBytes }) {
   const stream = new EchoAppendStream(url);
-  const total = Math.round(rate * (seconds + warmupSeconds));
-  const warm = Math.round(rate * warmupSeconds);
+  const { total, warm } = pacedCounts(rate, seconds, warmupSeconds);
   const echoed = [];
   const answers = [];
   const sendSecs = await paced(total, rate, (i) => {

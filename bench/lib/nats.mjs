@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
-import { paced } from "./pipeline.mjs";
+import { paced, pacedCounts } from "./pipeline.mjs";
 import { freePort } from "./processes.mjs";
 
 const HOW_TO_GET =
@@ -201,8 +201,7 @@ export async function jetStreamTail({ rate, seconds, warmupSeconds, bytes = 200,
     const js = jetstream(nats.nc);
     const consumer = await js.consumers.get("EVENTS_M");
     const messages = await consumer.consume();
-    const total = Math.round(rate * (seconds + warmupSeconds));
-    const warm = Math.round(rate * warmupSeconds);
+    const { total, warm } = pacedCounts(rate, seconds, warmupSeconds);
     const sentAt = new Array(total);
     const ack = [];
     const mirrored = [];

@@ -50,3 +50,8 @@ export function paced(total, rate, issue) {
     tick();
   });
 }
+
+/** How many requests a paced run of `seconds` after `warmupSeconds` of warm-up issues in all, and how many of them warm up. */
+export function pacedCounts(rate, seconds, warmupSeconds) {
+  return { total: Math.round(rate * (seconds + warmupSeconds)), warm: Math.round(rate * warmupSeconds) };
+}
