@@ -13,8 +13,8 @@ const alias = [
   { find: /^@hermes\/common$/, replacement: here("./services/common/src/index.ts") },
   { find: /^@hermes\/coordinator$/, replacement: here("./services/coordinator/src/index.ts") },
   { find: /^@hermes\/gateway\/direct$/, replacement: here("./services/gateway/src/direct.ts") },
-  { find: /^@hermes\/gateway\/home$/, replacement: here("./services/gateway/src/store/home.ts") },
-  { find: /^@hermes\/gateway\/ops$/, replacement: here("./services/gateway/src/core/ops/index.ts") },
+  { find: /^@hermes\/gateway\/home$/, replacement: here("./services/gateway/src/home/store/home.ts") },
+  { find: /^@hermes\/gateway\/ops$/, replacement: here("./services/gateway/src/ops/core/index.ts") },
   { find: /^@hermes\/gateway$/, replacement: here("./services/gateway/src/index.ts") },
   { find: /^@hermes\/relay$/, replacement: here("./services/relay/src/index.ts") },
 ];

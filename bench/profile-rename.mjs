@@ -29,8 +29,8 @@ const DIST = {
   gateway: join(ROOT, "services/gateway/dist/index.js"),
   common: join(ROOT, "services/common/dist/index.js"),
   cli: join(ROOT, "services/cli/dist/main.js"),
-  sessionsStore: join(ROOT, "services/gateway/dist/store/sessions-store.js"),
-  routingStore: join(ROOT, "services/gateway/dist/store/routing-store.js"),
+  sessionsStore: join(ROOT, "services/gateway/dist/identity/store/sessions-store.js"),
+  routingStore: join(ROOT, "services/gateway/dist/identity/store/routing-store.js"),
 };
 const OLD = "mybot";
 const NEW = "assistant";

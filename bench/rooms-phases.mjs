@@ -161,9 +161,9 @@ async function natsPublish({ count, window, textBytes, warmup, replicas = 1 }) {
  */
 async function engine({ dir, count, window, textBytes, ids = "seq" }) {
   const { gateway, common } = await load();
-  const { GroupCommit } = await dist("services/gateway/dist/app/rooms/group-commit.js");
+  const { GroupCommit } = await dist("services/gateway/dist/rooms/app/group-commit.js");
   const { db, close } = await gatewayDb(dir);
-  const { RoomLog } = await dist("services/gateway/dist/app/rooms/room-log.js");
+  const { RoomLog } = await dist("services/gateway/dist/rooms/app/room-log.js");
   const logger = common.createLogger("rooms", "silent");
   const clock = common.systemClock;
   const log = new RoomLog({ db, gatewayId: "gw-bench", clock, logger, registry: new Registry(), maxAppendsPerCommit: 1000 });
@@ -250,7 +250,7 @@ const CHUNK = 100;
  */
 async function rawTarget(dir, layout, synchronous) {
   const { gateway } = await load();
-  const core = await dist("services/gateway/dist/core/rooms/index.js");
+  const core = await dist("services/gateway/dist/rooms/core/index.js");
   mkdirSync(dir, { recursive: true });
   if (layout === "rows") {
     const db = new Database(join(dir, "rows.db"));
@@ -457,8 +457,8 @@ async function rawApply({ from, room, pageEvents, dir, layout }) {
  */
 async function applyPages({ from, room, dir, limit = 5000, events: wanted = Number.POSITIVE_INFINITY }) {
   const { gateway, common, proto } = await load();
-  const { toWireAnyPage } = await dist("services/gateway/dist/api/rooms/wire.js");
-  const { RoomLog } = await dist("services/gateway/dist/app/rooms/room-log.js");
+  const { toWireAnyPage } = await dist("services/gateway/dist/rooms/api/wire.js");
+  const { RoomLog } = await dist("services/gateway/dist/rooms/app/room-log.js");
   const logger = common.createLogger("rooms", "silent");
   const clock = common.systemClock;
   const source = gateway.openGatewayDb(new gateway.HermesHome(from));
@@ -643,8 +643,8 @@ async function natsTail({ rate, seconds, warmupSeconds, textBytes }) {
  */
 async function roomLogAt(dir, gatewayId, applied) {
   const { gateway, common } = await load();
-  const { RoomLog } = await dist("services/gateway/dist/app/rooms/room-log.js");
-  const { Replicator } = await dist("services/gateway/dist/app/rooms/replicator.js");
+  const { RoomLog } = await dist("services/gateway/dist/rooms/app/room-log.js");
+  const { Replicator } = await dist("services/gateway/dist/rooms/app/replicator.js");
   const logger = common.createLogger("rooms", "silent");
   const { db, close } = await gatewayDb(dir);
   const log = new RoomLog({ db, gatewayId, clock: common.systemClock, logger, registry: new Registry(), maxAppendsPerCommit: 1000 });
@@ -676,8 +676,8 @@ async function gatewayDb(dir) {
 
 async function tailCommits({ dir, commits = 3000, warmup = 500, textBytes = 200, form = "tuples" }) {
   const { gateway, common } = await load();
-  const { roomServiceDefinition } = await dist("services/gateway/dist/api/grpc/room-service.js");
-  const { toWireAnyPage } = await dist("services/gateway/dist/api/rooms/wire.js");
+  const { roomServiceDefinition } = await dist("services/gateway/dist/rooms/api/room-service.js");
+  const { toWireAnyPage } = await dist("services/gateway/dist/rooms/api/wire.js");
   const logger = common.createLogger("rooms", "silent");
   const clock = common.systemClock;
   const { close, log, replicator } = await roomLogAt(

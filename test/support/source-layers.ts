@@ -24,10 +24,25 @@ export function serviceSources(root: string): string[] {
   return out.sort();
 }
 
-/** The layer of a source: its first folder under `src/` (`""` for a file at the top, such as index.ts). */
+/**
+ * The layer folders a service's sources sit in. A service's `src/` is cut by domain first
+ * (`rooms/`, `delivery/`, `platforms/telegram/adapters/`, …), then by layer inside each domain
+ * (`rooms/core/`, `rooms/store/`, …); the transports shared by every domain sit in a top-level
+ * `api/` and the composition root in `daemon/`.
+ */
+export const LAYER_FOLDERS = ["core", "store", "adapters", "app", "api", "daemon"] as const;
+
+/** The domain and layer of a source: `rooms/app/room-log.ts` → `{domain: "rooms", layer: "app"}` (`""` for a file at the top, such as index.ts). */
+export function sliceOf(file: string): { domain: string; layer: string } {
+  const parts = file.split("/");
+  const at = parts.findIndex((part, i) => i < parts.length - 1 && (LAYER_FOLDERS as readonly string[]).includes(part));
+  if (at < 0) return { domain: parts.length > 1 ? parts.slice(0, -1).join("/") : "", layer: parts.length > 1 ? "?" : "" };
+  return { domain: parts.slice(0, at).join("/"), layer: parts[at]! };
+}
+
+/** The layer of a source (see sliceOf). */
 export function layerOf(file: string): string {
-  const slash = file.indexOf("/");
-  return slash < 0 ? "" : file.slice(0, slash);
+  return sliceOf(file).layer;
 }
 
 export interface ImportEdge {
@@ -115,7 +130,7 @@ export function layerViolations(root: string, rules: LayerRules): string[] {
     const layer = layerOf(edge.from);
     const rule = rules.layers[layer];
     if (!rule) {
-      out.push(`${edge.from}: the folder ${JSON.stringify(layer)} has no layer rule`);
+      out.push(`${edge.from}: not in a layer folder (${LAYER_FOLDERS.join(", ")}) with a rule`);
       continue;
     }
     if (edge.target === undefined) {

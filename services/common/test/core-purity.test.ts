@@ -23,8 +23,11 @@ const allowedUrl = (url: string): boolean => {
   if (ALLOWED_BUILTINS.has(url)) return true;
   if (!url.startsWith("file:")) return false;
   const path = relative(ROOT, fileURLToPath(url));
-  return /^services\/[^/]+\/dist\/core\//.test(path) || path.startsWith("services/common/dist/pure/") || ALLOWED_PACKAGES.test(path);
+  return isCorePath(path) || path.startsWith("services/common/dist/pure/") || ALLOWED_PACKAGES.test(path);
 };
+
+/** A core module's path: a `core/` folder of a service, at the top of its `src/` (`dist/`) or inside a domain. */
+const isCorePath = (path: string): boolean => /^services\/[^/]+\/(src|dist)\/([\w-]+\/)*core\//.test(path);
 
 function sourceFiles(dir: string): string[] {
   if (!existsSync(dir)) return [];
@@ -37,7 +40,7 @@ function sourceFiles(dir: string): string[] {
 function pureModules(): string[] {
   const services = readdirSync(join(ROOT, "services"));
   const sources = [
-    ...services.flatMap((s) => sourceFiles(join(ROOT, "services", s, "src", "core"))),
+    ...services.flatMap((s) => sourceFiles(join(ROOT, "services", s, "src")).filter((f) => isCorePath(relative(ROOT, f)))),
     ...sourceFiles(join(ROOT, "services/common/src/pure")),
   ];
   return sources.map((src) => src.replace(/\/src\//, "/dist/").replace(/\.ts$/, ".js"));

@@ -2,7 +2,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { layerViolations, sqlOutsideStore } from "../../../test/support/source-layers.js";
 
-/** The relay's layers (docs/ARCHITECTURE.md, "Layers inside a service"): daemon → api → app → store → core. */
+/** The relay's layers (docs/ARCHITECTURE.md, "Layers"): by domain, then daemon → api → app → store → core. */
 const SRC = fileURLToPath(new URL("../src", import.meta.url));
 
 describe("relay layers", () => {

@@ -20,7 +20,7 @@ import { emit, table } from "../output.js";
  * Operator commands in the manner of etcdctl endpoint status, nats server check and kubectl wait:
  * `hermes status` (the mesh as the gateway sees it), `hermes wait room`, `hermes check` (Nagios
  * exit codes) and `hermes console link`. The first three read one data model, the gateway's
- * `mesh.status` (services/gateway/src/core/ops), which the console's Mesh view draws too.
+ * `mesh.status` (services/gateway/src/ops/core), which the console's Mesh view draws too.
  */
 
 /** Calls a method of the gateway's ops method table (OpsService.Call). */

@@ -99,7 +99,7 @@ export function treeSnapshot(dir: string): Record<string, string> {
   return out;
 }
 
-/** The identity-keyed tables (core/identity/registry.ts), as plain rows, for before/after comparisons. */
+/** The identity-keyed tables (identity/core/registry.ts), as plain rows, for before/after comparisons. */
 export const IDENTITY_TABLES = ["sessions", "gateway_routing", "gateway_heartbeats", "delivery_obligations", "profile_aliases"] as const;
 
 /** Runs `fn` on a connection to `path` (read-only unless asked), closing it afterwards. */

@@ -1,9 +1,9 @@
 /** The shapes of the gateway's answers the views read (docs/PROTOCOL.md, "Operations and console methods"). */
 
 // The mesh status is the gateway's own model (types only: nothing of the gateway is bundled).
-import type { Authority, MemberView as Member } from "../../../gateway/src/core/ops/mesh-status.js";
+import type { Authority, MemberView as Member } from "../../../gateway/src/ops/core/mesh-status.js";
 
-export type { Authority, MeshCopy, MeshGateway, MeshRoom, MeshStatus } from "../../../gateway/src/core/ops/mesh-status.js";
+export type { Authority, MeshCopy, MeshGateway, MeshRoom, MeshStatus } from "../../../gateway/src/ops/core/mesh-status.js";
 export type { Member };
 
 export interface Session {

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { checkScenarioFile } from "../../../../test/support/scenario-script.js";
-import { CoordinationWorld } from "./testing/world.js";
+import { CoordinationWorld } from "../../test/support/world.js";
 
 /** Every testdata/*.txt script (etcd-raft style); the world's invariants are checked after each step. REWRITE=1 rewrites the expected blocks. */
 const TESTDATA = fileURLToPath(new URL("./testdata", import.meta.url));

@@ -19,11 +19,11 @@ import {
 } from "@hermes/common";
 import { Coordinator } from "@hermes/coordinator";
 import { Histogram } from "prom-client";
-import { type GatewaySettings, resolveGatewayListen, resolveGatewaySettings, type SettingsOverrides } from "../app/config.js";
-import { LiveRouting } from "../app/sessions.js";
-import { coordinatorSingletons, type SingletonCoordinator } from "../platforms/telegram/poller.js";
-import { getMeta, openGatewayDb, ProfileDatabases, type SyncFile, setMeta } from "../store/gateway-store.js";
-import { HermesHome } from "../store/home.js";
+import { type GatewaySettings, resolveGatewayListen, resolveGatewaySettings, type SettingsOverrides } from "../home/app/config.js";
+import { getMeta, openGatewayDb, ProfileDatabases, type SyncFile, setMeta } from "../home/store/gateway-store.js";
+import { HermesHome } from "../home/store/home.js";
+import { LiveRouting } from "../identity/app/sessions.js";
+import { coordinatorSingletons, type SingletonCoordinator } from "../platforms/telegram/adapters/poller.js";
 
 export interface GatewayOptions {
   home: string;

@@ -1,9 +1,9 @@
 import { readEnvFile } from "@hermes/common";
-import type { ChatService } from "../app/chat.js";
-import type { ProfileService } from "../app/profiles.js";
-import type { SessionService } from "../app/sessions.js";
-import { TelegramBot } from "../app/telegram/telegram-bot.js";
-import { resolveBotToken, telegramPlatformConfig } from "../core/telegram/config.js";
+import type { ChatService } from "../agents/app/chat.js";
+import type { ProfileService } from "../identity/app/profiles.js";
+import type { SessionService } from "../identity/app/sessions.js";
+import { TelegramBot } from "../platforms/telegram/app/telegram-bot.js";
+import { resolveBotToken, telegramPlatformConfig } from "../platforms/telegram/core/config.js";
 import type { Foundation } from "./foundation.js";
 
 /**

@@ -1,8 +1,8 @@
 import { DaemonState, isoTime } from "@hermes/common";
 import { type GatewayStatus, PlatformStatus } from "@hermes/proto/hermes/v1/gateway";
 import type { GatewayStatusSource } from "../api/grpc/gateway-service.js";
-import { peerLinks } from "../app/peers/peer-directory.js";
-import type { TelegramBotStatus } from "../app/telegram/telegram-bot.js";
+import { peerLinks } from "../peers/app/peer-directory.js";
+import type { TelegramBotStatus } from "../platforms/telegram/app/telegram-bot.js";
 import type { Foundation } from "./foundation.js";
 import type { Services } from "./services.js";
 import { VERSION } from "./version.js";

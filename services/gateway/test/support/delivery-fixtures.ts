@@ -14,7 +14,7 @@ import type {
 import type { ChatReply, ChatRequest, GatewayServiceClient } from "@hermes/proto/hermes/v1/gateway";
 import Database from "better-sqlite3";
 import { stringify } from "yaml";
-import type { Receipt } from "../../src/core/delivery/receipt.js";
+import type { Receipt } from "../../src/delivery/core/receipt.js";
 import { call, TEST_KEY, type TestGateway } from "./gateway-harness.js";
 
 /** Writes HERMES_HOME/config.yaml (before the gateway starts, or between turns: it is re-read on change). */

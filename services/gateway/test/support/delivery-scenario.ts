@@ -34,17 +34,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogger, type Db, HermesError, openDatabase } from "@hermes/common";
 import type { ScenarioDirective } from "../../../../test/support/scenario-script.js";
-import type { DeliveryWork } from "../../src/app/delivery/delivery-service.js";
-import { DeliveryService } from "../../src/app/delivery/delivery-service.js";
-import type { DeliveryRoster } from "../../src/app/delivery/roster.js";
-import { Events } from "../../src/app/events.js";
-import type { ProfileService } from "../../src/app/profiles.js";
-import type { SessionService } from "../../src/app/sessions.js";
-import type { DeliveryReason } from "../../src/core/delivery/reasons.js";
-import type { Receipt, ReceiptState } from "../../src/core/delivery/receipt.js";
-import { describeEffect, T0 } from "../../src/core/delivery/testing/machine-fixtures.js";
-import { DeliveriesStore } from "../../src/store/deliveries-store.js";
-import { GATEWAY_MIGRATIONS } from "../../src/store/migrations/index.js";
+import type { DeliveryWork } from "../../src/delivery/app/delivery-service.js";
+import { DeliveryService } from "../../src/delivery/app/delivery-service.js";
+import type { DeliveryRoster } from "../../src/delivery/app/roster.js";
+import type { DeliveryReason } from "../../src/delivery/core/reasons.js";
+import type { Receipt, ReceiptState } from "../../src/delivery/core/receipt.js";
+import { DeliveriesStore } from "../../src/delivery/store/deliveries-store.js";
+import { Events } from "../../src/home/app/events.js";
+import { GATEWAY_MIGRATIONS } from "../../src/home/store/migrations/index.js";
+import type { ProfileService } from "../../src/identity/app/profiles.js";
+import type { SessionService } from "../../src/identity/app/sessions.js";
+import { describeEffect, T0 } from "./delivery-machine-fixtures.js";
 
 /** The profiles of the scripted gateway, with the events the delivery service listens to. */
 class ScriptedProfiles {

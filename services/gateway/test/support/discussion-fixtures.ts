@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { MemberTurnRequest } from "@hermes/proto/hermes/v1/rooms";
-import type { RoomEvent } from "../../src/core/rooms/index.js";
+import type { RoomEvent } from "../../src/rooms/core/index.js";
 
 /**
  * An OpenAI-compatible chat endpoint that answers each room member by script: it reads which bot

@@ -47,7 +47,7 @@ function childScript(hook: string): string {
 import Database from "better-sqlite3";
 const [path, arg] = process.argv.slice(1);
 const { migrate } = await import(${JSON.stringify(`${ROOT}services/common/dist/index.js`)});
-const { GATEWAY_MIGRATIONS } = await import(${JSON.stringify(`${ROOT}services/gateway/dist/store/migrations/index.js`)});
+const { GATEWAY_MIGRATIONS } = await import(${JSON.stringify(`${ROOT}services/gateway/dist/home/store/migrations/index.js`)});
 const db = new Database(path);
 db.pragma("journal_mode = WAL");
 db.pragma("synchronous = FULL");

@@ -1,6 +1,6 @@
 import { openDatabase } from "@hermes/common";
-import { canonicalJson, planCreateRoom, type RoomEvent, sealEvent } from "../../src/core/rooms/index.js";
-import { GATEWAY_MIGRATIONS } from "../../src/store/migrations/index.js";
+import { GATEWAY_MIGRATIONS } from "../../src/home/store/migrations/index.js";
+import { canonicalJson, planCreateRoom, type RoomEvent, sealEvent } from "../../src/rooms/core/index.js";
 import { MEMBERS } from "./rooms-fixtures.js";
 
 /** Old databases for the storage migrations' tests: written as the earlier schema laid them out. */

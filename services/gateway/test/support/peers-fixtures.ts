@@ -1,8 +1,8 @@
 import type { HermesError } from "@hermes/common";
-import { ModelConfigSource } from "../../src/app/model-config.js";
-import { PeerClient, type PeerMessage } from "../../src/app/peers/peer-client.js";
-import { peerDirectory } from "../../src/app/peers/peer-directory.js";
-import { HermesHome } from "../../src/store/home.js";
+import { ModelConfigSource } from "../../src/agents/app/model-config.js";
+import { HermesHome } from "../../src/home/store/home.js";
+import { PeerClient, type PeerMessage } from "../../src/peers/app/peer-client.js";
+import { peerDirectory } from "../../src/peers/app/peer-directory.js";
 import type { TestGateway } from "./gateway-harness.js";
 
 /**

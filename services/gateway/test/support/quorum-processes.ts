@@ -9,9 +9,9 @@ import type {
   StopReply,
 } from "@hermes/proto/hermes/v1/rooms";
 import { type DaemonProcess, startGatewayProcess } from "../../../../test/support/daemons.js";
-import { roomClient } from "../../src/api/grpc/room-client.js";
-import { unpackEvents } from "../../src/app/rooms/wire.js";
-import type { RoomEvent } from "../../src/core/rooms/index.js";
+import { roomClient } from "../../src/rooms/api/room-client.js";
+import { unpackEvents } from "../../src/rooms/app/wire.js";
+import type { RoomEvent } from "../../src/rooms/core/index.js";
 import { TEST_KEY } from "./gateway-harness.js";
 import { MEMBERS, MESH_KEY } from "./quorum-fixtures.js";
 

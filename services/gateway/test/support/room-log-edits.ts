@@ -1,5 +1,5 @@
 import type { Db } from "@hermes/common";
-import { decodeRun, encodeTuples, endsFromBytes, endsToBytes, type RoomEvent } from "../../src/core/rooms/index.js";
+import { decodeRun, encodeTuples, endsFromBytes, endsToBytes, type RoomEvent } from "../../src/rooms/core/index.js";
 
 /**
  * Edits of a stored room log behind the store's back, for tests that damage or rewrite history

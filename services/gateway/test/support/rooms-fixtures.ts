@@ -8,7 +8,7 @@ import type { ReplicateProgress, ReplicateRequest, ReplicateResult, RoomServiceC
 import { expect } from "vitest";
 import { eventually } from "../../../../test/support/eventually.js";
 import type { TestRelay } from "../../../relay/test/support/relay-harness.js";
-import { AppendStream, roomClient } from "../../src/api/grpc/room-client.js";
+import { AppendStream, roomClient } from "../../src/rooms/api/room-client.js";
 import { startTestGateway, TEST_KEY, type TestGateway } from "./gateway-harness.js";
 
 export const MEMBERS = [

@@ -1,5 +1,5 @@
 import { type Db, openDatabase } from "@hermes/common";
-import { GATEWAY_MIGRATIONS } from "../../src/store/migrations/index.js";
+import { GATEWAY_MIGRATIONS } from "../../src/home/store/migrations/index.js";
 
 /**
  * A version-9 state.db (before profile ids) holding sessions and routing entries as that version

@@ -16,13 +16,13 @@ import {
   type TunnelRequest,
 } from "@hermes/proto/hermes/v1/relay";
 import { z } from "zod";
-import { frameError } from "../app/frames.js";
-import type { RelayHub } from "../app/relay-hub.js";
-import type { GatewaySession } from "../app/sessions.js";
-import type { Outcome, WireReceipt } from "../core/deliveries.js";
-import { parseSend } from "../core/envelope.js";
-import { GATEWAY_ID_RULE, isValidGatewayId, NAME_RULE } from "../core/names.js";
-import { parseAnnounce } from "../core/roster.js";
+import { frameError } from "../connections/app/frames.js";
+import type { RelayHub } from "../connections/app/relay-hub.js";
+import type { GatewaySession } from "../connections/app/sessions.js";
+import type { Outcome, WireReceipt } from "../deliveries/core/deliveries.js";
+import { parseSend } from "../deliveries/core/envelope.js";
+import { GATEWAY_ID_RULE, isValidGatewayId, NAME_RULE } from "../roster/core/names.js";
+import { parseAnnounce } from "../roster/core/roster.js";
 
 /** A frame as the Connect handler receives it: decoded, or the reason it could not be. */
 export type IncomingFrame = { ok: true; frame: GatewayFrame; bytes: number } | { ok: false; error: string; bytes: number };

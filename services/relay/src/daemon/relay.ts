@@ -30,17 +30,17 @@ import {
   systemClock,
 } from "@hermes/common";
 import { RelayAdminServiceService, type RelayStatus } from "@hermes/proto/hermes/v1/relay";
-import { adminServiceHandlers, type RelayStatusSource } from "../api/admin-service.js";
 import { relayServiceDefinition, relayServiceHandlers } from "../api/relay-service.js";
-import { DeliveryBroker } from "../app/broker.js";
-import { type RelayOverrides, type RelaySettings, resolveRelaySettings } from "../app/config.js";
-import { KeyAdmin } from "../app/key-admin.js";
-import { RelayHub } from "../app/relay-hub.js";
-import { RelayMetrics, registerRelayGauges } from "../app/relay-metrics.js";
-import { SessionTable } from "../app/sessions.js";
-import { TunnelRouter } from "../app/tunnel-router.js";
-import { RosterBook } from "../core/roster.js";
-import { RelayStore } from "../store/relay-store.js";
+import { RelayHub } from "../connections/app/relay-hub.js";
+import { SessionTable } from "../connections/app/sessions.js";
+import { DeliveryBroker } from "../deliveries/app/broker.js";
+import { type RelayOverrides, type RelaySettings, resolveRelaySettings } from "../home/app/config.js";
+import { RelayMetrics, registerRelayGauges } from "../home/app/relay-metrics.js";
+import { RelayStore } from "../home/store/relay-store.js";
+import { adminServiceHandlers, type RelayStatusSource } from "../keys/api/admin-service.js";
+import { KeyAdmin } from "../keys/app/key-admin.js";
+import { RosterBook } from "../roster/core/roster.js";
+import { TunnelRouter } from "../tunnel/app/tunnel-router.js";
 
 export const RELAY_VERSION = "0.1.0";
 

@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogger } from "@hermes/common";
-import type { RelayOverrides } from "../../src/app/config.js";
 import { Relay } from "../../src/daemon/relay.js";
+import type { RelayOverrides } from "../../src/home/app/config.js";
 
 export interface TestRelay {
   relay: Relay;

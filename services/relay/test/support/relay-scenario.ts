@@ -33,10 +33,10 @@ import { createLogger, createMetrics, fromServiceError, isoTime } from "@hermes/
 import { GatewayFrame, type RelayFrame } from "@hermes/proto/hermes/v1/relay";
 import type { ScenarioDirective } from "../../../../test/support/scenario-script.js";
 import { type IncomingFrame, relayServiceDefinition, relayServiceHandlers } from "../../src/api/relay-service.js";
-import { resolveRelaySettings } from "../../src/app/config.js";
-import { outcomeLabel, type RelayDelivery } from "../../src/core/deliveries.js";
 import { buildServices } from "../../src/daemon/relay.js";
-import { RelayStore } from "../../src/store/relay-store.js";
+import { outcomeLabel, type RelayDelivery } from "../../src/deliveries/core/deliveries.js";
+import { resolveRelaySettings } from "../../src/home/app/config.js";
+import { RelayStore } from "../../src/home/store/relay-store.js";
 
 const T0 = Date.parse("2026-01-01T00:00:00.000Z");
 const TURNS_UNTIL_QUIET = 10;

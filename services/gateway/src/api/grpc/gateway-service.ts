@@ -1,9 +1,9 @@
 import type { ServiceHandlers } from "@hermes/common";
 import type { ControlServiceServer, GatewayServiceServer, GatewayStatus } from "@hermes/proto/hermes/v1/gateway";
-import type { ChatService } from "../../app/chat.js";
-import type { ProfileService } from "../../app/profiles.js";
-import { type BotModeApi, PROFILE_METHODS } from "../botmode/methods.js";
-import { toWireProfile } from "../botmode/wire.js";
+import type { ChatService } from "../../agents/app/chat.js";
+import { type BotModeApi, PROFILE_METHODS } from "../../botmode/api/methods.js";
+import { toWireProfile } from "../../botmode/api/wire.js";
+import type { ProfileService } from "../../identity/app/profiles.js";
 import { grpcHandlers } from "../methods/unary-table.js";
 
 /** Whatever reports the running gateway's status (the daemon). */

@@ -1,7 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { bearerToken, type ErrorReason, HermesError, type KeyRing, type Logger, type RouteHandler, toHermesError } from "@hermes/common";
 import { z } from "zod";
-import type { ChatService } from "../../app/chat.js";
+import type { ChatService } from "../../agents/app/chat.js";
 import { readBody } from "./read-body.js";
 
 /** The inbound `api` platform: POST a chat message, get the bot's reply (how channel overrides are used from outside). */

@@ -1,13 +1,13 @@
 import type { handleUnaryCall } from "@grpc/grpc-js";
 import type { ServiceHandlers } from "@hermes/common";
 import type { z } from "zod";
-import { isPromise, parseParams } from "../rooms/methods.js";
-import type { RpcMethod } from "../rpc/room-methods.js";
+import { isPromise, parseParams } from "../../rooms/api/methods.js";
+import type { RpcMethod } from "../../rooms/api/room-methods.js";
 
 /**
  * A table of request/answer methods, each defined once with its params, its call into the app and
  * its codecs, from which the gRPC handlers of one service and the JSON-RPC methods are derived (the
- * room API's pattern, api/rooms/methods.ts, for methods with no streams and no tunnel). Params are
+ * room API's pattern, rooms/api/methods.ts, for methods with no streams and no tunnel). Params are
  * parsed the same way on both transports: gRPC's request codec turns the request into the JSON-RPC
  * params object, then the method's schema checks it; values are checked by the core, so both
  * transports give the same answer to the same input.

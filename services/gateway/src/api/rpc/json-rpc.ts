@@ -1,5 +1,5 @@
 import { type ErrorReason, HermesError, toHermesError } from "@hermes/common";
-import { roomErrorCode } from "../rooms/methods.js";
+import { roomErrorCode } from "../../rooms/api/methods.js";
 
 /**
  * JSON-RPC 2.0 framing (https://www.jsonrpc.org/specification) and the error answers: a refusal

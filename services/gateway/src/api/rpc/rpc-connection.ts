@@ -1,7 +1,8 @@
 import { HermesError, type Logger } from "@hermes/common";
 import { type RawData, WebSocket } from "ws";
-import type { TailSubscription } from "../../app/rooms/live-tail.js";
-import { isPromise } from "../rooms/methods.js";
+import { isPromise } from "../../rooms/api/methods.js";
+import type { RpcMethod, RpcPeer } from "../../rooms/api/room-methods.js";
+import type { TailSubscription } from "../../rooms/app/live-tail.js";
 import {
   BatchAnswer,
   errorObject,
@@ -14,7 +15,6 @@ import {
   PARSE_ERROR,
   readableId,
 } from "./json-rpc.js";
-import type { RpcMethod, RpcPeer } from "./room-methods.js";
 
 /** A frame above this is refused by closing the connection (1009); a room payload is at most 256 KiB. */
 export const MAX_FRAME_BYTES = 4 * 1024 * 1024;

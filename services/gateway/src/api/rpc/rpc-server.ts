@@ -2,7 +2,7 @@ import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger, UpgradeHandler } from "@hermes/common";
 import { WebSocket, WebSocketServer } from "ws";
-import type { RpcMethod } from "./room-methods.js";
+import type { RpcMethod } from "../../rooms/api/room-methods.js";
 import { MAX_FRAME_BYTES, serveConnection } from "./rpc-connection.js";
 
 export { MAX_FRAME_BYTES } from "./rpc-connection.js";

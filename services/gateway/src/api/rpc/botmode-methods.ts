@@ -1,8 +1,0 @@
-import { BOTMODE_METHODS, type BotModeApi, PROFILE_METHODS } from "../botmode/methods.js";
-import { rpcMethods } from "../methods/unary-table.js";
-import type { RpcMethod } from "./room-methods.js";
-
-/** `profiles.*`, `sections.*` and `routines.*` over JSON-RPC, generated from the Bot Mode method tables. */
-export function botModeRpcMethods(api: BotModeApi): Record<string, RpcMethod> {
-  return { ...rpcMethods(PROFILE_METHODS, api), ...rpcMethods(BOTMODE_METHODS, api) };
-}

@@ -1,7 +1,0 @@
-import { callOpsMethod, type OpsDeps, opsMethodsFor } from "../ops/methods.js";
-import type { RpcMethod } from "./room-methods.js";
-
-/** The operations and console methods over JSON-RPC (/rpc), generated from the ops method table. */
-export function opsRpcMethods(deps: OpsDeps): Record<string, RpcMethod> {
-  return Object.fromEntries(opsMethodsFor("rpc").map((m) => [m.name, (raw: unknown) => callOpsMethod(deps, m, raw)]));
-}
