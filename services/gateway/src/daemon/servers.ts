@@ -24,6 +24,8 @@ import { OpsServiceService } from "@hermes/proto/hermes/v1/ops";
 import { PeerServiceService } from "@hermes/proto/hermes/v1/peers";
 import { QuorumServiceService } from "@hermes/proto/hermes/v1/quorum";
 import { RoomMemberServiceService } from "@hermes/proto/hermes/v1/rooms";
+import { a2aRoutes } from "../a2a/api/a2a-routes.js";
+import { A2aCallers } from "../a2a/app/a2a-callers.js";
 import { controlServiceHandlers, gatewayServiceHandlers } from "../api/grpc/gateway-service.js";
 import { apiPlatformRoute } from "../api/http/api-platform.js";
 import { createRpcServer, type RpcServer } from "../api/rpc/rpc-server.js";
@@ -181,6 +183,23 @@ export async function startServers(f: Foundation, s: Services, state: GatewaySta
     metricsPublic: settings.metricsPublic,
     routes: [
       apiPlatformRoute({ chat: s.chat, keys, logger }),
+      ...(settings.a2a.enabled
+        ? [
+            a2aRoutes({
+              tasks: s.a2aTasks,
+              callers: new A2aCallers(keys, s.config, logger.child({ module: "a2a" })),
+              profiles: s.profiles,
+              config: s.config,
+              listed: (profile) => !s.profiles.show(profile).meta.hidden,
+              gatewayId: f.id,
+              version: VERSION,
+              publicUrl: settings.a2a.publicUrl,
+              keepAliveMs: settings.a2a.keepAliveMs,
+              allowedOrigins: settings.httpAllowedOrigins,
+              logger: logger.child({ module: "a2a" }),
+            }),
+          ]
+        : []),
       consoleRoutes({
         gatewayId: f.id,
         gate,
