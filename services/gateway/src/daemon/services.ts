@@ -1,5 +1,7 @@
 import { type Cleanup, isoTime } from "@hermes/common";
+import { a2aPeerDirectory } from "../a2a/app/a2a-peer-client.js";
 import { A2aTasks } from "../a2a/app/a2a-tasks.js";
+import { A2aPeerTransport } from "../a2a/app/a2a-transport.js";
 import { A2aTasksStore } from "../a2a/store/tasks-store.js";
 import { ChatService } from "../agents/app/chat.js";
 import { ModelConfigSource } from "../agents/app/model-config.js";
@@ -277,7 +279,7 @@ function relayLink(
   });
 }
 
-/** What does the deliveries' work: turns in the engine, the transports (the relay's included), notifications. */
+/** What does the deliveries' work: turns in the engine, the transports (the relay's and A2A agents' included), notifications. */
 function deliveryWorker(
   f: Foundation,
   p: ProfileServices,
@@ -294,6 +296,7 @@ function deliveryWorker(
     roster,
     peers: p.peers,
     relay: relay?.transport,
+    a2a: new A2aPeerTransport(a2aPeerDirectory(p.config), f.settings.delivery.peerTimeoutMs, f.clock),
     clock: f.clock,
     logger: f.logger,
     settings: f.settings.delivery,
