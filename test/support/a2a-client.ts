@@ -15,7 +15,7 @@ import {
  */
 export async function a2aClient(url: string, key: string | undefined, version: "1.0" | "0.3" = "1.0"): Promise<Client> {
   const fetchImpl = createAuthenticatingFetchWithRetry(fetch, {
-    headers: async () => (key ? { Authorization: `Bearer ${key}` } : {}),
+    headers: async (): Promise<Record<string, string>> => (key ? { Authorization: `Bearer ${key}` } : {}),
     shouldRetryWithHeaders: async () => undefined,
   });
   const legacyCompat = { enabled: true };

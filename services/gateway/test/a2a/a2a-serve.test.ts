@@ -99,8 +99,10 @@ describe("A2A cards", () => {
     const v03 = await (await fetch(`${base}/a2a/default/.well-known/agent-card.json`, { headers: auth })).json();
     expect(v03).toMatchObject({ protocolVersion: "0.3", url: `${base}/a2a/default/`, security: [{ bearer: [] }] });
 
-    const index = await (await fetch(`${base}/.well-known/agent-card.json`, { headers: { ...auth, "a2a-version": "1.0" } })).json();
-    expect(index.bots.map((b: { profile: string }) => b.profile)).toEqual(["default", "helper"]);
+    const index = (await (await fetch(`${base}/.well-known/agent-card.json`, { headers: { ...auth, "a2a-version": "1.0" } })).json()) as {
+      bots: { profile: string }[];
+    };
+    expect(index.bots.map((b) => b.profile)).toEqual(["default", "helper"]);
     expect(index.bots[1]).toMatchObject({ url: `${base}/a2a/helper/`, card_url: `${base}/a2a/helper/.well-known/agent-card.json` });
     const unknown = await fetch(`${base}/a2a/nobody/.well-known/agent-card.json`, { headers: auth });
     expect(unknown.status).toBe(404);
