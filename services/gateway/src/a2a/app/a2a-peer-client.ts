@@ -208,12 +208,12 @@ export class A2aPeerClient {
       () => taskId !== undefined,
       async (client) => {
         const request = SendMessageRequest.fromJSON({
-          message: Message.fromJSON({
+          message: {
             messageId: message.message_id,
             role: "ROLE_USER",
             parts: [{ text: message.text, mediaType: "text/plain" }],
             ...(message.sender ? { metadata: { [SENDER_METADATA_KEY]: message.sender } } : {}),
-          }),
+          },
           configuration: { returnImmediately: false },
         });
         const signal = this.controller.signal;
