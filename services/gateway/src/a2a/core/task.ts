@@ -122,7 +122,8 @@ export function recoverTask(task: TaskRecord, now: number): TaskRecord {
 
 /** Same bot and same text: a resent messageId with another text is a conflict, not a replay. */
 export function taskFingerprint(profile: string, text: string): string {
-  return createHash("sha256").update(profile).update("\0").update(text).digest("hex");
+  // The profile's length first: no split of (profile, text) reads as another.
+  return createHash("sha256").update(`${profile.length}:${profile}`).update(text).digest("hex");
 }
 
 /** What a messageId seen before decides: the task it started, or a conflict when the message differs. */
