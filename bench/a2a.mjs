@@ -6,7 +6,7 @@
 // One gateway process (the BUILT `hermes gateway start`) with N bots on the embedded deterministic
 // `local` provider, so everything measured is our own overhead. C clients in this process each
 // send T turns one after another to their own bot (client i → bot i mod N), all clients at once:
-//   a2a    JSON-RPC `SendMessage` (A2A 1.0) over HTTP/1.1 keep-alive, blocking until the task has
+//   a2a    JSON-RPC `SendMessage` (A2A 1.0) over HTTP/1.1 keep-alive (node:http, Nagle off), blocking until the task has
 //          completed; each answer is checked to be a completed task with the reply as its artifact
 //   rpc    the same turns through the console's JSON-RPC `bots.chat` over one WebSocket per client
 //          (the baseline: the gateway's own chat path, same bots, same turns)
@@ -17,6 +17,7 @@
 
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import http from "node:http";
 import { createRequire } from "node:module";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -41,22 +42,49 @@ const WebSocket = createRequire(import.meta.url)("ws");
 const say = (text) => (opts.json ? process.stderr.write(`${text}\n`) : console.log(text));
 const bot = (i) => `bot-${String(i % BOTS).padStart(3, "0")}`;
 
+/** A keep-alive HTTP/1.1 connection per client, Nagle off (as the WebSocket side has it). */
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1024 });
+
+function post(url, body) {
+  return new Promise((resolve, reject) => {
+    const request = http.request(
+      url,
+      {
+        method: "POST",
+        agent,
+        headers: {
+          authorization: `Bearer ${KEY}`,
+          "content-type": "application/json",
+          "content-length": Buffer.byteLength(body),
+          "a2a-version": "1.0",
+        },
+      },
+      (response) => {
+        const chunks = [];
+        response.on("data", (chunk) => chunks.push(chunk));
+        response.on("end", () => resolve(JSON.parse(Buffer.concat(chunks).toString("utf8"))));
+      },
+    );
+    request.on("socket", (socket) => socket.setNoDelay(true));
+    request.on("error", reject);
+    request.end(body);
+  });
+}
+
 /** One client's turns over A2A: SendMessage, blocking, one after another. */
 async function a2aClient(base, i, turns, latencies) {
   const url = `${base}/a2a/${bot(i)}/`;
   for (let n = 0; n < turns; n++) {
     const started = performance.now();
-    const response = await fetch(url, {
-      method: "POST",
-      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json", "a2a-version": "1.0" },
-      body: JSON.stringify({
+    const answer = await post(
+      url,
+      JSON.stringify({
         jsonrpc: "2.0",
         id: n,
         method: "SendMessage",
         params: { message: { messageId: crypto.randomUUID(), role: "ROLE_USER", parts: [{ text: `turn ${n} from client ${i}` }] } },
       }),
-    });
-    const answer = await response.json();
+    );
     const task = answer.result?.task;
     if (task?.status?.state !== "TASK_STATE_COMPLETED" || !task.artifacts?.[0]?.parts?.[0]?.text) {
       throw new Error(`a2a turn did not complete: ${JSON.stringify(answer).slice(0, 300)}`);

@@ -187,7 +187,7 @@ export class A2aTasks {
       updated_at: at,
       ended_at: null,
     };
-    this.store.insert(task, bound.kind === "new");
+    this.store.insert(task);
     const live: LiveTask = { record: task, listeners: new Set() };
     this.live.set(task.task_id, live);
     this.deps.logger.info({ task_id: task.task_id, profile, caller: caller.id, context_id: contextId }, "a2a task queued");
@@ -320,6 +320,8 @@ export class A2aTasks {
         user_meta: { a2a_task_id: taskId, from: from.handle },
         commands: false,
         obligation: false,
+        // The session is touched in the commit that ends the task (one commit fewer per task).
+        touch: false,
       });
       this.end(live, { kind: "complete", reply: out.reply });
     } catch (err) {
@@ -359,7 +361,13 @@ export class A2aTasks {
     const log = this.deps.logger.child({ task_id: from.task_id, profile: from.profile });
     let stored = false;
     try {
-      stored = this.store.transition(next, "submitted");
+      stored = this.store.db.transaction(() => {
+        const ended = this.store.transition(next, "submitted");
+        // The turn (when it ran) is the session's latest activity: its row and routing entry, in the same commit.
+        const session = from.state === "submitted" ? undefined : this.deps.sessions.store.byId(from.session_id);
+        if (ended && session) this.deps.sessions.touchRow(session);
+        return ended;
+      })();
     } catch (err) {
       log.error({ err }, "recording the end of an a2a task failed; it fails at the next start");
     }

@@ -28,28 +28,14 @@ export interface TaskSummary {
 export class A2aTasksStore {
   constructor(readonly db: Db) {}
 
-  /**
-   * A new task, and its context's binding when the context is new, in one transaction. The
-   * unique index on (caller, profile, message_id) refuses a second task for a messageId.
-   */
-  insert(task: TaskRecord, bindContext: boolean): void {
-    this.db.transaction(() => {
-      statement(
-        this.db,
-        `INSERT INTO a2a_tasks (${COLUMNS})
-         VALUES (@task_id, @profile, @session_id, @context_id, @caller, @message_id, @fingerprint, @state, @input, @message_json,
-                 @reply, @reason, @error, @created_at, @updated_at, @ended_at)`,
-      ).run(task);
-      if (bindContext) {
-        statement(this.db, "INSERT INTO a2a_contexts (caller, context_id, profile, session_id, created_at) VALUES (?, ?, ?, ?, ?)").run(
-          task.caller,
-          task.context_id,
-          task.profile,
-          task.session_id,
-          task.created_at,
-        );
-      }
-    })();
+  /** A new task. The unique index on (caller, profile, message_id) refuses a second task for a messageId. */
+  insert(task: TaskRecord): void {
+    statement(
+      this.db,
+      `INSERT INTO a2a_tasks (${COLUMNS})
+       VALUES (@task_id, @profile, @session_id, @context_id, @caller, @message_id, @fingerprint, @state, @input, @message_json,
+               @reply, @reason, @error, @created_at, @updated_at, @ended_at)`,
+    ).run(task);
   }
 
   get(taskId: string): TaskRecord | undefined {
@@ -67,11 +53,12 @@ export class A2aTasksStore {
     return row && fromRow(row);
   }
 
-  /** The bot and session a caller's contextId belongs to, if it was used before. */
+  /** The bot and session a caller's contextId belongs to (its first task's), if it was used before. */
   context(caller: string, contextId: string): { profile: string; session_id: string } | undefined {
-    return statement(this.db, "SELECT profile, session_id FROM a2a_contexts WHERE caller = ? AND context_id = ?").get(caller, contextId) as
-      | { profile: string; session_id: string }
-      | undefined;
+    return statement(this.db, "SELECT profile, session_id FROM a2a_tasks WHERE caller = ? AND context_id = ? ORDER BY id LIMIT 1").get(
+      caller,
+      contextId,
+    ) as { profile: string; session_id: string } | undefined;
   }
 
   /** Records an end (or any state) if the row is still in `from`; false when something else moved it first. */
@@ -114,17 +101,8 @@ export class A2aTasksStore {
     return Object.fromEntries(rows.map((r) => [r.state, r.n]));
   }
 
-  /** Deletes tasks that ended before `before` (their messageIds start new tasks again), and contexts left without tasks. */
+  /** Deletes tasks that ended before `before` (their messageIds start new tasks again). */
   prune(before: string): number {
-    return this.db.transaction(() => {
-      const deleted = statement(this.db, "DELETE FROM a2a_tasks WHERE ended_at IS NOT NULL AND ended_at < ?").run(before).changes;
-      if (deleted > 0) {
-        statement(
-          this.db,
-          "DELETE FROM a2a_contexts WHERE NOT EXISTS (SELECT 1 FROM a2a_tasks t WHERE t.caller = a2a_contexts.caller AND t.context_id = a2a_contexts.context_id)",
-        ).run();
-      }
-      return deleted;
-    })();
+    return statement(this.db, "DELETE FROM a2a_tasks WHERE ended_at IS NOT NULL AND ended_at < ?").run(before).changes;
   }
 }

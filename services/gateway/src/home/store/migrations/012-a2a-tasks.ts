@@ -5,12 +5,13 @@ import type { Migration } from "@hermes/common";
  * Chat (a2a/core/task.ts). A row is written when the task is admitted and when it ends; the states
  * in between live in memory, and a row still open at start is failed (never re-run).
  *
- * - `a2a_tasks`: `(profile, caller, message_id)` is unique, so the same messageId answers with the
- *   same task, across restarts too; `caller` scopes what a key may see.
- * - `a2a_contexts`: a contextId names one conversation, bound to the session its first task ran
- *   in (a session id survives renames).
+ * `(caller, profile, message_id)` is unique, so the same messageId answers with the same task,
+ * across restarts too; `caller` scopes what a key may see. A contextId names one conversation: its
+ * first task's bot and session (a session id survives renames) are where its next tasks run, found
+ * by `(caller, context_id)`. Few indexes on purpose: each is a page more in the two fsynced commits
+ * of every task (open tasks at start and the retention sweep read the table through).
  *
- * Identity (identity/core/registry.ts): `profile` holds a profile of this gateway in both tables.
+ * Identity (identity/core/registry.ts): `profile` holds a profile of this gateway.
  */
 export const a2aTasksMigration: Migration = {
   version: 12,
@@ -18,7 +19,7 @@ export const a2aTasksMigration: Migration = {
   up(db) {
     db.exec(`
       CREATE TABLE a2a_tasks (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        id INTEGER PRIMARY KEY,
         task_id TEXT NOT NULL UNIQUE,
         profile TEXT NOT NULL,
         session_id TEXT NOT NULL,
@@ -37,16 +38,7 @@ export const a2aTasksMigration: Migration = {
         ended_at TEXT
       );
       CREATE UNIQUE INDEX a2a_tasks_by_message ON a2a_tasks(caller, profile, message_id);
-      CREATE INDEX a2a_tasks_open ON a2a_tasks(state) WHERE ended_at IS NULL;
-      CREATE INDEX a2a_tasks_by_end ON a2a_tasks(ended_at) WHERE ended_at IS NOT NULL;
-      CREATE TABLE a2a_contexts (
-        caller TEXT NOT NULL,
-        context_id TEXT NOT NULL,
-        profile TEXT NOT NULL,
-        session_id TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        PRIMARY KEY (caller, context_id)
-      );
+      CREATE INDEX a2a_tasks_by_context ON a2a_tasks(caller, context_id);
     `);
   },
 };
