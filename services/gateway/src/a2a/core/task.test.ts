@@ -1,5 +1,6 @@
 import { HermesError } from "@hermes/common/pure";
 import { describe, expect, it } from "vitest";
+import { taskRecord } from "../../../test/a2a/task-record.js";
 import {
   applyTaskEvent,
   canApplyTaskEvent,
@@ -17,27 +18,7 @@ import {
 
 const T0 = Date.parse("2026-12-01T10:00:00.000Z");
 
-function task(state: TaskState = "submitted"): TaskRecord {
-  return {
-    task_id: "t-1",
-    profile: "alice",
-    session_id: "s-1",
-    context_id: "c-1",
-    caller: "a2a",
-    message_id: "m-1",
-    fingerprint: taskFingerprint("alice", "hi"),
-    state,
-    input: "hi",
-    message_json: "{}",
-    reply: null,
-    reason: null,
-    error: null,
-    waiting_for: null,
-    created_at: "2026-12-01T09:00:00.000Z",
-    updated_at: "2026-12-01T09:00:00.000Z",
-    ended_at: null,
-  };
-}
+const task = (state: TaskState = "submitted") => taskRecord({ state });
 
 const EVENTS: Record<TaskEvent["kind"], TaskEvent> = {
   start: { kind: "start" },
@@ -48,56 +29,24 @@ const EVENTS: Record<TaskEvent["kind"], TaskEvent> = {
   cancel: { kind: "cancel", why: "asked to" },
 };
 
+/** An ended task takes no event. */
+const ENDED: Record<TaskEvent["kind"], "refused"> = {
+  start: "refused",
+  approval_wait: "refused",
+  approval_resolved: "refused",
+  complete: "refused",
+  fail: "refused",
+  cancel: "refused",
+};
+
 /** state × event → the state it leads to, or "refused". */
 const TABLE: Record<TaskState, Record<TaskEvent["kind"], TaskState | "refused">> = {
-  submitted: {
-    start: "working",
-    approval_wait: "refused",
-    approval_resolved: "refused",
-    complete: "refused",
-    fail: "failed",
-    cancel: "canceled",
-  },
-  working: {
-    start: "refused",
-    approval_wait: "input-required",
-    approval_resolved: "refused",
-    complete: "completed",
-    fail: "failed",
-    cancel: "canceled",
-  },
-  "input-required": {
-    start: "refused",
-    approval_wait: "refused",
-    approval_resolved: "working",
-    complete: "completed",
-    fail: "failed",
-    cancel: "canceled",
-  },
-  completed: {
-    start: "refused",
-    approval_wait: "refused",
-    approval_resolved: "refused",
-    complete: "refused",
-    fail: "refused",
-    cancel: "refused",
-  },
-  failed: {
-    start: "refused",
-    approval_wait: "refused",
-    approval_resolved: "refused",
-    complete: "refused",
-    fail: "refused",
-    cancel: "refused",
-  },
-  canceled: {
-    start: "refused",
-    approval_wait: "refused",
-    approval_resolved: "refused",
-    complete: "refused",
-    fail: "refused",
-    cancel: "refused",
-  },
+  submitted: { ...ENDED, start: "working", fail: "failed", cancel: "canceled" },
+  working: { ...ENDED, approval_wait: "input-required", complete: "completed", fail: "failed", cancel: "canceled" },
+  "input-required": { ...ENDED, approval_resolved: "working", complete: "completed", fail: "failed", cancel: "canceled" },
+  completed: ENDED,
+  failed: ENDED,
+  canceled: ENDED,
 };
 
 describe("the task machine", () => {

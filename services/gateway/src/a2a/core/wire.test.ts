@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { taskRecord } from "../../../test/a2a/task-record.js";
 import { type TaskRecord, taskFingerprint } from "./task.js";
 import {
   agentOutcome,
@@ -13,28 +14,7 @@ import {
 
 const user = { messageId: "m-1", role: "ROLE_USER", parts: [{ text: "hello" }] };
 
-function task(over: Partial<TaskRecord> = {}): TaskRecord {
-  return {
-    task_id: "t-1",
-    profile: "alice",
-    session_id: "s-1",
-    context_id: "c-1",
-    caller: "a2a",
-    message_id: "m-1",
-    fingerprint: taskFingerprint("alice", "hello"),
-    state: "submitted",
-    input: "hello",
-    message_json: JSON.stringify(user),
-    reply: null,
-    reason: null,
-    error: null,
-    waiting_for: null,
-    created_at: "2026-12-01T09:00:00.000Z",
-    updated_at: "2026-12-01T09:00:01.000Z",
-    ended_at: null,
-    ...over,
-  };
-}
+const task = (over: Partial<TaskRecord> = {}) => taskRecord({ input: "hello", message_json: JSON.stringify(user), ...over });
 
 describe("a caller's message", () => {
   it("is its text parts joined, with its ids and the sender a Hermes gateway states", () => {
