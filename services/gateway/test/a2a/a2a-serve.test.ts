@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { a2aClient, a2aMessage, stateOf, streamKinds, taskWire } from "../../../../test/support/a2a-client.js";
 import { type DaemonProcess, HERMES_BIN, startGatewayProcess } from "../../../../test/support/daemons.js";
 import { eventually } from "../../../../test/support/eventually.js";
+import { hermes } from "../../../cli/test/support/cli-harness.js";
 import { writeHomeConfig, writeHomeEnv } from "../support/delivery-fixtures.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../support/fake-openai-server.js";
 
@@ -206,6 +207,25 @@ function a2aWire(text: string, parts?: unknown[]) {
   return { message: { messageId: crypto.randomUUID(), role: "ROLE_USER", parts: parts ?? [{ text }] } };
 }
 
+describe("A2A in hermes status", () => {
+  it("lists the cards served and the latest tasks", async () => {
+    const client = await a2aClient(rpcUrl(), KEY);
+    const task = taskWire((await client.sendMessage(a2aMessage("for the status"))) as never);
+    const r = await hermes(["--json", "status"], { home });
+    expect(r.code).toBe(0);
+    const { a2a } = JSON.parse(r.stdout) as {
+      a2a: { cards: { profile: string; card_url: string }[]; tasks: { task_id: string; state: string }[] };
+    };
+    expect(a2a.cards.map((c) => c.card_url)).toEqual([
+      `${base}/a2a/default/.well-known/agent-card.json`,
+      `${base}/a2a/helper/.well-known/agent-card.json`,
+    ]);
+    expect(a2a.tasks[0]).toMatchObject({ task_id: task.id, state: "completed" });
+    const human = await hermes(["status"], { home });
+    expect(human.stdout).toContain(`${task.id}`);
+  });
+});
+
 describe("A2A bad input", () => {
   it("is refused with typed errors, and a body over 1 MiB is not read", async () => {
     const client = await a2aClient(rpcUrl(), KEY);
@@ -216,6 +236,7 @@ describe("A2A bad input", () => {
     const huge = await post({ jsonrpc: "2.0", id: 1, method: "SendMessage", params: a2aWire("x".repeat(20 * 1024 * 1024)) });
     expect(huge.status).toBe(413);
     expect(await huge.json()).toMatchObject({ error: { code: -32602, data: [{ metadata: { reason: "payload_too_large" } }] } });
+    await expect(client.sendMessage(a2aMessage("z".repeat(20 * 1024 * 1024)))).rejects.toBeInstanceOf(JsonRpcRequestMalformedError);
     await expect(client.sendMessage(a2aMessage("y".repeat(70_000)))).rejects.toThrow(/payload_too_large/);
     expect(await (await post("{not json")).json()).toMatchObject({ error: { code: -32700 } });
     expect(

@@ -95,8 +95,8 @@ function sendRefusal(res: ServerResponse, err: HermesError, rpc: boolean, legacy
   const { status, code } = REFUSALS[err.reason] ?? { status: 500, code: -32603 };
   const headers: Record<string, string> = {};
   if (err.reason === "unauthenticated") headers["www-authenticate"] = 'Bearer realm="hermes-a2a"';
-  // A refused body may still be arriving: answer, then close rather than read the rest for a next request.
-  if (err.reason === "payload_too_large") headers["connection"] = "close";
+  // A refused body may still be arriving: it is read and dropped (readBody), never kept, so the
+  // client can finish sending and read this answer (an SDK client then sees a typed error, not EPIPE).
   if (!rpc) {
     sendJson(res, status, { error: { reason: err.reason, message: err.message, data: err.data } }, headers);
     return;
