@@ -11,7 +11,6 @@ import {
   recoverTask,
   TASK_STATES,
   type TaskEvent,
-  type TaskRecord,
   type TaskState,
   taskFingerprint,
 } from "./task.js";

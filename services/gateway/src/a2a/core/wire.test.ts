@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { taskRecord } from "../../../test/a2a/task-record.js";
-import { type TaskRecord, taskFingerprint } from "./task.js";
+import type { TaskRecord } from "./task.js";
 import {
   agentOutcome,
   endsStream,
