@@ -1,14 +1,7 @@
 import { REASONS } from "@hermes/common/pure";
+import { DELIVERY_REASONS, isDeliveryReason, RECEIPT_REASONS, REFUSAL_REASONS } from "@hermes/contract";
 import { describe, expect, it } from "vitest";
-import {
-  classifyProviderError,
-  DELIVERY_REASONS,
-  isDeliveryReason,
-  type ProviderErrorFacts,
-  type ProviderFailureReason,
-  RECEIPT_REASONS,
-  REFUSAL_REASONS,
-} from "./reasons.js";
+import { classifyProviderError, type ProviderErrorFacts, type ProviderFailureReason } from "./reasons.js";
 
 type Row = [label: string, facts: ProviderErrorFacts, expected: ProviderFailureReason];
 

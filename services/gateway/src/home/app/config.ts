@@ -3,7 +3,6 @@ import {
   apiKeyProblem,
   assertApiKey,
   canonicalOrigin,
-  DEFAULT_PROFILE,
   describeListen,
   envValue,
   HermesError,
@@ -16,9 +15,9 @@ import {
   resolveListenAddress,
   validateConfig,
 } from "@hermes/common";
+import { DEFAULT_PROFILE, GATEWAY_ID_RULE, messageLength } from "@hermes/contract";
 import { z } from "zod";
 import { DESCRIPTION_MAX, TITLE_MAX } from "../../botmode/core/profile-meta.js";
-import { messageLength } from "../../delivery/core/envelope.js";
 import { telegramPlatformSchema } from "../../platforms/telegram/core/config.js";
 import { DEFAULT_LINGER } from "../../rooms/core/commit-linger.js";
 import type { HermesHome } from "../store/home.js";
@@ -99,10 +98,7 @@ export const gatewayConfigSchema = modelConfigSchema
     platforms: z.object({ telegram: telegramPlatformSchema.optional() }).catchall(platformSection).optional(),
     gateway: z
       .object({
-        id: z
-          .string()
-          .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, "letters, digits, '.', '_' and '-' (1-64)")
-          .optional(),
+        id: z.string().regex(new RegExp(GATEWAY_ID_RULE), "letters, digits, '.', '_' and '-' (1-64)").optional(),
         grpc: hostPort.optional(),
         http: hostPort.optional(),
         api_key: z
