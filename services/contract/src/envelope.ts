@@ -23,42 +23,53 @@ export type DeliveryEnvelope = z.infer<typeof deliveryEnvelopeSchema>;
 /**
  * The message rule, the one place it is decided: text, not blank, at most MESSAGE_LIMIT_CHARS code
  * points. The text is data: it is never trimmed, escaped or interpreted, so quotes, `$(...)` and
- * backticks reach the target exactly as written. `field` names it in the refusal.
+ * backticks reach the target exactly as written. `field` is where the message sits in what was
+ * sent (`data.field` of an invalid_params refusal).
  */
 export function assertDeliveryMessage(message: unknown, field = "message"): string {
   if (typeof message !== "string") {
-    throw new HermesError("invalid_params", `${field} must be text, got ${message === null ? "null" : typeof message}`, {
+    throw new HermesError("invalid_params", `message must be text, got ${message === null ? "null" : typeof message}`, {
       data: { field },
     });
   }
   if (message.trim().length === 0) {
-    throw new HermesError("invalid_params", `${field} is empty: write what the teammate should do or answer`, { data: { field } });
+    throw new HermesError("invalid_params", "message is empty: write what the teammate should do or answer", { data: { field } });
   }
   const length = messageLength(message);
   if (length > MESSAGE_LIMIT_CHARS) {
     throw new HermesError(
       "payload_too_large",
-      `${field} is ${length.toLocaleString("en-US")} characters; the limit is ${MESSAGE_LIMIT_CHARS.toLocaleString("en-US")}. Shorten it or split it into several messages.`,
+      `message is ${length.toLocaleString("en-US")} characters; the limit is ${MESSAGE_LIMIT_CHARS.toLocaleString("en-US")}. Shorten it or split it into several messages.`,
       { data: { limit: MESSAGE_LIMIT_CHARS, length } },
     );
   }
   return message;
 }
 
+/** Where an envelope sits when it arrives inside a larger frame (the relay's `send`). */
+export interface EnvelopeWithin {
+  /** The frame, as a refusal names it: "send frame". */
+  frame: string;
+  /** The envelope's field in it: "envelope". */
+  field: string;
+}
+
 /**
  * Validates an envelope, built here or received from elsewhere (a peer, the relay, the disk): the
- * schema, then the message rule. `at` is where the envelope sits in a larger frame (the relay's
- * `send`), so a refusal names the field as the sender wrote it (`envelope.ttl_seconds`).
+ * schema, then the message rule. A refusal names the bad field as the sender wrote it
+ * (`envelope.ttl_seconds` inside a frame).
  */
-export function parseEnvelope(value: unknown, at?: string): DeliveryEnvelope {
+export function parseEnvelope(value: unknown, within?: EnvelopeWithin): DeliveryEnvelope {
   const parsed = deliveryEnvelopeSchema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
-    const path = [...(at === undefined ? [] : [at]), ...issue.path.map(String)];
+    const path = [...(within ? [within.field] : []), ...issue.path.map(String)];
     const where = path.length > 0 ? path.join(".") : "envelope";
-    throw new HermesError("invalid_params", `invalid delivery envelope: ${where}: ${issue.message}`, { data: { field: where } });
+    throw new HermesError("invalid_params", `invalid ${within?.frame ?? "delivery envelope"}: ${where}: ${issue.message}`, {
+      data: { field: where },
+    });
   }
-  assertDeliveryMessage(parsed.data.message, at === undefined ? "message" : `${at}.message`);
+  assertDeliveryMessage(parsed.data.message, within ? `${within.field}.message` : "message");
   return parsed.data;
 }
 

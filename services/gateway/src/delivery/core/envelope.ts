@@ -7,6 +7,7 @@ import {
   HermesError,
   idempotencyPayload,
   parseEnvelope,
+  type ReceiptState,
 } from "@hermes/contract";
 
 export interface NewEnvelopeInput {
@@ -101,7 +102,8 @@ export function attributedMessage(sender: Sender, message: string): string {
 /** The terminal facts of a delivery the completion notification is built from. */
 export interface DeliveryOutcome {
   target: string;
-  state: "settled" | "failed" | "expired" | "ambiguous" | "cancelled";
+  /** An end state. */
+  state: Exclude<ReceiptState, "queued" | "claimed">;
   reason: DeliveryReason | null;
   error: string | null;
   reply: string | null;

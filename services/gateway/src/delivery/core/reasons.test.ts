@@ -1,7 +1,7 @@
 import { REASONS } from "@hermes/common/pure";
-import { DELIVERY_REASONS, isDeliveryReason, RECEIPT_REASONS, REFUSAL_REASONS } from "@hermes/contract";
+import { DELIVERY_REASONS, type ErrorReason, isDeliveryReason, RECEIPT_REASONS, REFUSAL_REASONS } from "@hermes/contract";
 import { describe, expect, it } from "vitest";
-import { classifyProviderError, type ProviderErrorFacts, type ProviderFailureReason } from "./reasons.js";
+import { classifyProviderError, deliveryReasonFor, type ProviderErrorFacts, type ProviderFailureReason } from "./reasons.js";
 
 type Row = [label: string, facts: ProviderErrorFacts, expected: ProviderFailureReason];
 
@@ -196,5 +196,34 @@ describe("classifyProviderError on arbitrary input", () => {
       ),
       { numRuns: 1000 },
     );
+  });
+});
+
+describe("deliveryReasonFor: an error's reason as the delivery reason its receipt carries", () => {
+  const table: [ErrorReason, string][] = [
+    // a reason a receipt carries stays as it is
+    ["provider_quota_limit", "provider_quota_limit"],
+    ["runtime_offline", "runtime_offline"],
+    ["queued_expired", "queued_expired"],
+    ["unknown_target", "unknown_target"],
+    ["idempotency_conflict", "idempotency_conflict"],
+    // platform errors
+    ["slot_wait_timeout", "target_busy"],
+    ["invalid_config", "missing_config"],
+    ["unavailable", "runtime_offline"],
+    ["timeout", "delivery_timeout"],
+    ["unauthenticated", "provider_auth_or_access"],
+    // anything else
+    ["not_found", "unknown"],
+    ["invalid_params", "unknown"],
+    ["internal", "unknown"],
+    ["disk_full", "unknown"],
+  ];
+  it.each(table)("%s → %s", (reason, expected) => {
+    expect(deliveryReasonFor(reason)).toBe(expected);
+  });
+
+  it("answers a receipt reason for every reason of the table", () => {
+    for (const reason of Object.keys(REASONS) as ErrorReason[]) expect(isDeliveryReason(deliveryReasonFor(reason))).toBe(true);
   });
 });

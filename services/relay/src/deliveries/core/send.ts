@@ -40,5 +40,5 @@ export function parseSend(value: unknown, encodedBytes: number): SendRequest {
     const where = issue.path.length > 0 ? issue.path.map(String).join(".") : "send";
     throw new HermesError("invalid_params", `invalid send frame: ${where}: ${issue.message}`, { data: { field: where } });
   }
-  return { ...parsed.data, envelope: parseEnvelope(parsed.data.envelope, "envelope") };
+  return { ...parsed.data, envelope: parseEnvelope(parsed.data.envelope, { frame: "send frame", field: "envelope" }) };
 }
