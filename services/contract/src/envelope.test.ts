@@ -11,15 +11,11 @@ import {
 import { HermesError } from "./errors.js";
 import { DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS, MESSAGE_LIMIT_CHARS, messageLength } from "./limits.js";
 
-function caught(fn: () => unknown): HermesError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof HermesError) return err;
-    throw err;
-  }
-  throw new Error("expected a HermesError");
-}
+/** A HermesError with these fields (the matcher `toThrow` compares against). */
+const refusal = (fields: { reason: string; message?: unknown; data?: unknown }) => expect.objectContaining(fields);
+
+/** A string that starts with `text`. */
+const startingWith = (text: string) => expect.stringMatching(new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`));
 
 function envelope(overrides: Partial<DeliveryEnvelope> = {}): DeliveryEnvelope {
   return {
@@ -49,12 +45,12 @@ describe("the message rule (assertDeliveryMessage)", () => {
     expect(emoji.length).toBe(32_000);
     expect(messageLength(emoji)).toBe(16_000);
     expect(assertDeliveryMessage(emoji)).toBe(emoji);
-    expect(caught(() => assertDeliveryMessage(`${emoji}a`)).reason).toBe("payload_too_large");
+    expect(() => assertDeliveryMessage(`${emoji}a`)).toThrow(refusal({ reason: "payload_too_large" }));
   });
 
   it("refuses empty, blank and non-text messages", () => {
     for (const bad of ["", "   \n\t", null, 42, undefined]) {
-      expect(caught(() => assertDeliveryMessage(bad)).reason).toBe("invalid_params");
+      expect(() => assertDeliveryMessage(bad)).toThrow(refusal({ reason: "invalid_params" }));
     }
   });
 
@@ -80,15 +76,13 @@ describe("the message rule (assertDeliveryMessage)", () => {
       { reason: "invalid_params", text: "message is empty", data: { field: "envelope.message" } },
     ],
   ];
-  it.each(table)("%s", (_name, message, field, refusal) => {
-    if (refusal === undefined) {
+  it.each(table)("%s", (_name, message, field, refused) => {
+    if (refused === undefined) {
       expect(assertDeliveryMessage(message, field)).toBe(message);
       return;
     }
-    const err = caught(() => assertDeliveryMessage(message, field));
-    expect(err.reason).toBe(refusal.reason);
-    expect(err.message.startsWith(refusal.text)).toBe(true);
-    expect(err.data).toEqual(refusal.data);
+    const { reason, text, data } = refused;
+    expect(() => assertDeliveryMessage(message, field)).toThrow(refusal({ reason, message: startingWith(text), data }));
   });
 });
 
@@ -99,13 +93,14 @@ describe("parseEnvelope", () => {
   });
 
   it("names the bad field and never throws anything but a HermesError", () => {
-    const err = caught(() => parseEnvelope({ ...envelope(), created_at: "yesterday" }));
-    expect(err.reason).toBe("invalid_params");
-    expect(err.message).toContain("created_at");
+    expect(() => parseEnvelope({ ...envelope(), created_at: "yesterday" })).toThrow(
+      refusal({ reason: "invalid_params", message: expect.stringContaining("created_at") }),
+    );
     for (const junk of [null, 5, "x", [], { ...envelope(), extra: 1 }, { ...envelope(), message: 7 }]) {
-      expect(caught(() => parseEnvelope(junk)).reason).toBe("invalid_params");
+      expect(() => parseEnvelope(junk)).toThrow(HermesError);
+      expect(() => parseEnvelope(junk)).toThrow(refusal({ reason: "invalid_params" }));
     }
-    expect(caught(() => parseEnvelope({ ...envelope(), message: "y".repeat(20_000) })).reason).toBe("payload_too_large");
+    expect(() => parseEnvelope({ ...envelope(), message: "y".repeat(20_000) })).toThrow(refusal({ reason: "payload_too_large" }));
   });
 
   const frame = { frame: "send frame", field: "envelope" };
@@ -141,10 +136,7 @@ describe("parseEnvelope", () => {
     ["a blank message, inside a frame", envelope({ message: "   " }), frame, "envelope.message", "message is empty"],
   ];
   it.each(table)("refuses %s, naming the field", (_name, value, within, field, text) => {
-    const err = caught(() => parseEnvelope(value, within));
-    expect(err.reason).toBe("invalid_params");
-    expect(err.data).toEqual({ field });
-    expect(err.message.startsWith(text)).toBe(true);
+    expect(() => parseEnvelope(value, within)).toThrow(refusal({ reason: "invalid_params", message: startingWith(text), data: { field } }));
   });
 
   it("accepts the largest TTL and an offset time, and is the schema plus the message rule", () => {
@@ -152,7 +144,7 @@ describe("parseEnvelope", () => {
     expect(parseEnvelope(e)).toEqual(e);
     // The schema alone takes a blank message; the parse never does.
     expect(deliveryEnvelopeSchema.safeParse(envelope({ message: " " })).success).toBe(true);
-    expect(caught(() => parseEnvelope(envelope({ message: " " }))).reason).toBe("invalid_params");
+    expect(() => parseEnvelope(envelope({ message: " " }))).toThrow(refusal({ reason: "invalid_params" }));
   });
 });
 

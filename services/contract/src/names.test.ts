@@ -14,14 +14,14 @@ import {
   PROFILE_NAME_RULE,
 } from "./names.js";
 
-function reasonOf(fn: () => unknown): string {
+/** Runs an assertion: "accepted", or the reason of the HermesError it threw. */
+function outcome(assert: () => unknown): string {
   try {
-    fn();
+    assert();
+    return "accepted";
   } catch (err) {
-    if (err instanceof HermesError) return err.reason;
-    throw err;
+    return err instanceof HermesError ? err.reason : `not a HermesError: ${String(err)}`;
   }
-  return "accepted";
 }
 
 // text, then: profile name, connection name or handle, gateway id, id.
@@ -51,9 +51,9 @@ describe("names and ids", () => {
     expect(isValidName(text)).toBe(connection);
     expect(isValidGatewayId(text)).toBe(gateway);
     expect(isValidId(text)).toBe(id);
-    expect(reasonOf(() => assertProfileName(text))).toBe(profile ? "accepted" : "invalid_name");
-    expect(reasonOf(() => assertConnectionName(text))).toBe(connection ? "accepted" : "invalid_name");
-    expect(reasonOf(() => assertId(text, "room id"))).toBe(id ? "accepted" : "invalid_params");
+    expect(outcome(() => assertProfileName(text))).toBe(profile ? "accepted" : "invalid_name");
+    expect(outcome(() => assertConnectionName(text))).toBe(connection ? "accepted" : "invalid_name");
+    expect(outcome(() => assertId(text, "room id"))).toBe(id ? "accepted" : "invalid_params");
   });
 
   it("a gateway id is only ever text", () => {
@@ -61,15 +61,9 @@ describe("names and ids", () => {
   });
 
   it("refusals state the rule, so the message says what to do", () => {
-    const profile = (() => {
-      try {
-        assertProfileName("My Bot");
-      } catch (err) {
-        return err as HermesError;
-      }
-    })();
-    expect(profile?.message).toContain(PROFILE_NAME_RULE);
-    expect(profile?.data).toEqual({ name: "My Bot", rule: PROFILE_NAME_RULE });
+    expect(() => assertProfileName("My Bot")).toThrow(
+      expect.objectContaining({ message: expect.stringContaining(PROFILE_NAME_RULE), data: { name: "My Bot", rule: PROFILE_NAME_RULE } }),
+    );
     for (const rule of [PROFILE_NAME_RULE, NAME_RULE, GATEWAY_ID_RULE, ID_RULE]) expect(() => new RegExp(rule)).not.toThrow();
   });
 });
