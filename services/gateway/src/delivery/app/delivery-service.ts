@@ -260,9 +260,9 @@ export class DeliveryService implements MessageAgentHost {
 
   /**
    * message_agent and SendMessage: validates the target (typed unknown_target listing the valid
-   * teammates) and the envelope with its message (newEnvelope: ≤ 16,000 characters, verbatim), and acks `{status: "queued",
-   * delivery_id}` once the outbox row (and, for a local target, its ingress row) is committed;
-   * delivery goes on in the background. A repeat of a known id with the same payload is acked again.
+   * teammates), then the envelope with its message (newEnvelope: ≤ 16,000 characters, verbatim),
+   * and acks `{status: "queued", delivery_id}` once the outbox row (and, for a local target, its
+   * ingress row) is committed; delivery goes on in the background. A repeat of a known id with the same payload is acked again.
    */
   async send(
     fromProfile: string,

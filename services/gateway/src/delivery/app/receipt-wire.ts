@@ -1,4 +1,5 @@
-import { HermesError, isReceiptState, toReceiptReason } from "@hermes/contract";
+import { HermesError } from "@hermes/common/client";
+import { isReceiptState, toReceiptReason } from "@hermes/contract";
 import type { Receipt as WireReceipt } from "@hermes/proto/hermes/v1/delivery";
 import type { Receipt } from "../core/receipt.js";
 

@@ -15,11 +15,12 @@ export interface TransportOptions {
 
 /**
  * How a delivery reaches a target on another gateway, by route kind (mail to a local bot goes
- * straight to the ingress machine, in the same commit as its outbox row). `deliver` resolves with the target's receipt
- * once the delivery has ended there (the target applies the retry rule), or rejects with a typed
- * error when the target could not be reached (unavailable, timeout, runtime_offline, …), which the
- * sender's outbox records as a delivery reason (attemptFailure) under the single-retry rule. Re-sending the same envelope is always safe:
- * the target's ingress is idempotent by delivery id.
+ * straight to the ingress machine, in the same commit as its outbox row). `deliver` resolves with
+ * the target's receipt once the delivery has ended there (the target applies the retry rule), or
+ * rejects with a typed error when the target could not be reached (unavailable, timeout,
+ * runtime_offline, …), which the sender's outbox records as a delivery reason (attemptFailure)
+ * under the single-retry rule. Re-sending the same envelope is always safe: the target's ingress is
+ * idempotent by delivery id.
  */
 export interface DeliveryTransport {
   deliver(route: Route, envelope: DeliveryEnvelope, options: TransportOptions): Promise<Receipt>;

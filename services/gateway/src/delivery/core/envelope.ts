@@ -1,10 +1,9 @@
 import { createHash } from "node:crypto";
-import { isoTime } from "@hermes/common/pure";
+import { HermesError, isoTime } from "@hermes/common/pure";
 import {
   DEFAULT_TTL_SECONDS,
   type DeliveryEnvelope,
   type DeliveryReason,
-  HermesError,
   idempotencyPayload,
   parseEnvelope,
   type ReceiptState,

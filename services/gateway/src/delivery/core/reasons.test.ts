@@ -1,12 +1,5 @@
-import { REASONS } from "@hermes/common/pure";
-import {
-  DELIVERY_REASONS,
-  type DeliveryReason,
-  type ErrorReason,
-  isDeliveryReason,
-  RECEIPT_REASONS,
-  REFUSAL_REASONS,
-} from "@hermes/contract";
+import { type ErrorReason, REASONS } from "@hermes/common/pure";
+import { DELIVERY_REASONS, type DeliveryReason, isDeliveryReason, RECEIPT_REASONS, REFUSAL_REASONS } from "@hermes/contract";
 import { describe, expect, it } from "vitest";
 import { classifyProviderError, deliveryReasonFor, type ProviderErrorFacts, type ProviderFailureReason } from "./reasons.js";
 

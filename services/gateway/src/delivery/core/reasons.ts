@@ -1,4 +1,5 @@
-import { type DeliveryReason, type ErrorReason, isDeliveryReason } from "@hermes/contract";
+import type { ErrorReason } from "@hermes/common/pure";
+import { type DeliveryReason, isDeliveryReason } from "@hermes/contract";
 
 /**
  * How a failure becomes the delivery reason its receipt carries (the reasons themselves are

@@ -1,13 +1,5 @@
-import { isoTime } from "@hermes/common/pure";
-import {
-  type DeliveryEnvelope,
-  type DeliveryReason,
-  HermesError,
-  isTerminal,
-  type ReceiptState,
-  ttlDeadline,
-  ttlExpired,
-} from "@hermes/contract";
+import { HermesError, isoTime } from "@hermes/common/pure";
+import { type DeliveryEnvelope, type DeliveryReason, isTerminal, type ReceiptState, ttlDeadline, ttlExpired } from "@hermes/contract";
 import { completionNotification } from "./envelope.js";
 import { decideRetry, MAX_DELIVERY_ATTEMPTS } from "./retry-policy.js";
 

@@ -15,7 +15,7 @@ import {
   resolveListenAddress,
   validateConfig,
 } from "@hermes/common";
-import { DEFAULT_PROFILE, GATEWAY_ID_RULE, messageLength } from "@hermes/contract";
+import { DEFAULT_PROFILE, DEFAULT_TTL_SECONDS, GATEWAY_ID_RULE, MAX_TTL_SECONDS, messageLength } from "@hermes/contract";
 import { z } from "zod";
 import { DESCRIPTION_MAX, TITLE_MAX } from "../../botmode/core/profile-meta.js";
 import { telegramPlatformSchema } from "../../platforms/telegram/core/config.js";
@@ -184,12 +184,7 @@ export const gatewayConfigSchema = modelConfigSchema
     delivery: z
       .object({
         max_parallel_targets: z.number().int().min(1).max(256).optional(),
-        ttl_seconds: z
-          .number()
-          .int()
-          .min(1)
-          .max(7 * 86_400)
-          .optional(),
+        ttl_seconds: z.number().int().min(1).max(MAX_TTL_SECONDS).optional(),
         turn_timeout_seconds: z.number().positive().max(86_400).optional(),
         retry_delay_seconds: z.number().min(0).max(3600).optional(),
         peer_timeout_seconds: z.number().positive().max(86_400).optional(),
@@ -420,7 +415,7 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
     },
     delivery: {
       maxParallelTargets: file.delivery?.max_parallel_targets ?? 8,
-      ttlSeconds: file.delivery?.ttl_seconds ?? 900,
+      ttlSeconds: file.delivery?.ttl_seconds ?? DEFAULT_TTL_SECONDS,
       turnTimeoutMs: (file.delivery?.turn_timeout_seconds ?? 600) * 1000,
       retryDelayMs: (file.delivery?.retry_delay_seconds ?? 1) * 1000,
       peerTimeoutMs: (file.delivery?.peer_timeout_seconds ?? 1800) * 1000,

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
-import { type DeliveryEnvelope, HermesError, idempotencyPayload, type ReceiptState, ttlDeadline, ttlExpired } from "@hermes/contract";
+import { HermesError } from "@hermes/common/pure";
+import { type DeliveryEnvelope, idempotencyPayload, type ReceiptState, ttlDeadline, ttlExpired } from "@hermes/contract";
 import type { SendRequest } from "./send.js";
 
 /**

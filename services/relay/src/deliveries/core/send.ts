@@ -1,4 +1,5 @@
-import { type DeliveryEnvelope, HermesError, MAX_ENVELOPE_BYTES, NAME_RULE, parseEnvelope } from "@hermes/contract";
+import { HermesError } from "@hermes/common/pure";
+import { type DeliveryEnvelope, MAX_ENVELOPE_BYTES, NAME_RULE, parseEnvelope } from "@hermes/contract";
 import { z } from "zod";
 
 /** A validated `send` frame. */
