@@ -1,13 +1,6 @@
 import { describe, expect, it } from "vitest";
-import {
-  assertDeliveryMessage,
-  type DeliveryEnvelope,
-  deliveryEnvelopeSchema,
-  idempotencyPayload,
-  parseEnvelope,
-  ttlDeadline,
-  ttlExpired,
-} from "./envelope.js";
+import { assertDeliveryMessage, idempotencyPayload, ttlDeadline, ttlExpired } from "./delivery.js";
+import { type DeliveryEnvelope, deliveryEnvelopeSchema, parseEnvelope } from "./envelope.js";
 import { HermesError } from "./errors.js";
 import { DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS, MESSAGE_LIMIT_CHARS, messageLength } from "./limits.js";
 

@@ -1,5 +1,6 @@
 import { type Clock, HermesError, type Logger, newId, toHermesError } from "@hermes/common";
-import { isReceiptState, isTerminal, parseEnvelope, RECEIPT_STATES } from "@hermes/contract";
+import { isReceiptState, isTerminal, RECEIPT_STATES } from "@hermes/contract";
+import { parseEnvelope } from "@hermes/contract/envelope";
 import type { Registry } from "prom-client";
 import type { MessageAgentHost } from "../../agents/app/chat.js";
 import type { RosterEntry } from "../../agents/core/system-prompt.js";

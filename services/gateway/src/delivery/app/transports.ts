@@ -1,6 +1,7 @@
 import { status as GrpcStatus, type ServiceError } from "@grpc/grpc-js";
 import { HermesError, PeerChannels } from "@hermes/common";
-import { type DeliveryEnvelope, isDeliveryReason } from "@hermes/contract";
+import { isDeliveryReason } from "@hermes/contract";
+import type { DeliveryEnvelope } from "@hermes/contract/envelope";
 import { type DeliverReply, DeliveryServiceClient } from "@hermes/proto/hermes/v1/delivery";
 import type { PeerDirectory } from "../../peers/app/peer-directory.js";
 import type { Receipt } from "../core/receipt.js";

@@ -1,5 +1,6 @@
 import { HermesError } from "@hermes/common/pure";
-import { DEFAULT_TTL_SECONDS, type DeliveryEnvelope, MESSAGE_LIMIT_CHARS } from "@hermes/contract";
+import { DEFAULT_TTL_SECONDS, MESSAGE_LIMIT_CHARS } from "@hermes/contract";
+import type { DeliveryEnvelope } from "@hermes/contract/envelope";
 import { describe, expect, it } from "vitest";
 import {
   attributedMessage,

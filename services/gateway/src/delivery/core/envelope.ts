@@ -1,13 +1,7 @@
 import { createHash } from "node:crypto";
 import { HermesError, isoTime } from "@hermes/common/pure";
-import {
-  DEFAULT_TTL_SECONDS,
-  type DeliveryEnvelope,
-  type DeliveryReason,
-  idempotencyPayload,
-  parseEnvelope,
-  type ReceiptState,
-} from "@hermes/contract";
+import { DEFAULT_TTL_SECONDS, type DeliveryReason, idempotencyPayload, type ReceiptState } from "@hermes/contract";
+import { type DeliveryEnvelope, parseEnvelope } from "@hermes/contract/envelope";
 
 export interface NewEnvelopeInput {
   from_profile: string;

@@ -1,5 +1,6 @@
 import { HermesError, isoTime } from "@hermes/common/pure";
-import { type DeliveryEnvelope, type DeliveryReason, isTerminal, type ReceiptState, ttlDeadline, ttlExpired } from "@hermes/contract";
+import { type DeliveryReason, isTerminal, type ReceiptState, ttlDeadline, ttlExpired } from "@hermes/contract";
+import type { DeliveryEnvelope } from "@hermes/contract/envelope";
 import { completionNotification } from "./envelope.js";
 import { decideRetry, MAX_DELIVERY_ATTEMPTS } from "./retry-policy.js";
 

@@ -1,4 +1,4 @@
-import type { DeliveryEnvelope } from "@hermes/contract";
+import type { DeliveryEnvelope } from "@hermes/contract/envelope";
 import { botChatOrigin, routingKey } from "../../identity/core/routing-key.js";
 import { attributedMessage, payloadFingerprint } from "./envelope.js";
 import { createRecord, type DeliveryRecord } from "./receipt.js";

@@ -1,5 +1,5 @@
 import { HermesError } from "@hermes/common";
-import type { DeliveryEnvelope } from "@hermes/contract";
+import type { DeliveryEnvelope } from "@hermes/contract/envelope";
 import { receiptFromWire } from "../../delivery/app/receipt-wire.js";
 import type { DeliveryTransport, TransportOptions } from "../../delivery/app/transports.js";
 import type { Receipt } from "../../delivery/core/receipt.js";

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { HermesError } from "@hermes/common/pure";
-import { type DeliveryEnvelope, idempotencyPayload, type ReceiptState, ttlDeadline, ttlExpired } from "@hermes/contract";
+import { idempotencyPayload, type ReceiptState, ttlDeadline, ttlExpired } from "@hermes/contract";
+import type { DeliveryEnvelope } from "@hermes/contract/envelope";
 import type { SendRequest } from "./send.js";
 
 /**

@@ -1,5 +1,6 @@
 import { HermesError } from "@hermes/common/pure";
-import { type DeliveryEnvelope, MAX_ENVELOPE_BYTES, NAME_RULE, parseEnvelope } from "@hermes/contract";
+import { MAX_ENVELOPE_BYTES, NAME_RULE } from "@hermes/contract";
+import { type DeliveryEnvelope, parseEnvelope } from "@hermes/contract/envelope";
 import { z } from "zod";
 
 /** A validated `send` frame. */

@@ -1,5 +1,5 @@
 import { type Db, HermesError, openDatabase } from "@hermes/common";
-import type { DeliveryEnvelope } from "@hermes/contract";
+import type { DeliveryEnvelope } from "@hermes/contract/envelope";
 import type Database from "better-sqlite3";
 import type { NewDelivery, Outcome, RelayDelivery, RelayDeliveryState } from "../../deliveries/core/deliveries.js";
 import type { RosterBot, StoredConnection } from "../../roster/core/roster.js";
