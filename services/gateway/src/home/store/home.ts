@@ -2,16 +2,8 @@ import { randomBytes } from "node:crypto";
 import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
-import {
-  DEFAULT_PROFILE,
-  envValue,
-  HermesError,
-  isValidProfileName,
-  NODE_WRITE_FS,
-  type WriteFs,
-  writeFileAtomic,
-  writingTo,
-} from "@hermes/common/client";
+import { envValue, HermesError, NODE_WRITE_FS, type WriteFs, writeFileAtomic, writingTo } from "@hermes/common/client";
+import { DEFAULT_PROFILE, isValidProfileName } from "@hermes/contract";
 
 /** Files whose presence marks a profile directory as a real profile (not a stray folder). */
 const PROFILE_MARKERS = ["config.yaml", "profile.yaml", ".env", "state.db", "SOUL.md"];

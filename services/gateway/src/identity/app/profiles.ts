@@ -1,16 +1,7 @@
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
-import {
-  assertProfileName,
-  type Clock,
-  type Db,
-  DEFAULT_PROFILE,
-  databaseError,
-  HermesError,
-  isoTime,
-  readYamlFile,
-  toHermesError,
-} from "@hermes/common";
+import { type Clock, type Db, databaseError, HermesError, isoTime, readYamlFile, toHermesError } from "@hermes/common";
+import { assertProfileName, DEFAULT_PROFILE } from "@hermes/contract";
 import { stringify as toYaml } from "yaml";
 import { clonedLook, metaAfterRename, type ProfileMetaView, profileMetaView } from "../../botmode/core/profile-meta.js";
 import type { Section } from "../../botmode/core/sections.js";

@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
-import { assertApiKey, assertProfileName, HermesError, parseGrpcUrl, peerKeyVariable } from "@hermes/common";
+import { assertApiKey, HermesError, parseGrpcUrl, peerKeyVariable } from "@hermes/common";
+import { assertProfileName } from "@hermes/contract";
 import { type Document, isMap, isScalar, parseDocument } from "yaml";
 import type { ModelConfigSource } from "../../agents/app/model-config.js";
 import type { HermesHome } from "../../home/store/home.js";
