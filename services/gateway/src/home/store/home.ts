@@ -18,7 +18,7 @@ export function defaultHomePath(): string {
 }
 
 /**
- * The HERMES_HOME layout (docs/ARCHITECTURE.md "Home and state") and the single gate for writes
+ * The HERMES_HOME layout (home/README.md) and the single gate for writes
  * under it: every directory creation and file write goes through `mkdir`/`writeFile`/`writeJson`,
  * which refuse to (re)create anything inside a deleted or missing named profile (the tombstone
  * guard). A full disk is `disk_full`.

@@ -333,7 +333,7 @@ export class ProfileService {
       throw new HermesError("already_exists", `profile ${newName} already exists; nothing was changed`, { data: { profile: newName } });
     }
     // Turns running under the old name are not stopped: they are bound to their session, and
-    // write through the forwarded handle into the moved folder (ARCHITECTURE.md, "A rename").
+    // write through the forwarded handle into the moved folder (identity/README.md, "A rename").
     this.profileDbs.renamed(oldName, newName);
     if (this.home.isTombstoned(newName)) rmSync(this.home.profileDir(newName), { recursive: true, force: true });
     rmSync(this.home.tombstonePath(newName), { force: true });
