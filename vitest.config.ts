@@ -11,6 +11,8 @@ const alias = [
   { find: /^@hermes\/common\/client$/, replacement: here("./services/common/src/client.ts") },
   { find: /^@hermes\/common\/pure$/, replacement: here("./services/common/src/pure/index.ts") },
   { find: /^@hermes\/common$/, replacement: here("./services/common/src/index.ts") },
+  { find: /^@hermes\/contract\/envelope$/, replacement: here("./services/contract/src/envelope.ts") },
+  { find: /^@hermes\/contract$/, replacement: here("./services/contract/src/index.ts") },
   { find: /^@hermes\/coordinator$/, replacement: here("./services/coordinator/src/index.ts") },
   { find: /^@hermes\/gateway\/direct$/, replacement: here("./services/gateway/src/direct.ts") },
   { find: /^@hermes\/gateway\/home$/, replacement: here("./services/gateway/src/home/store/home.ts") },

@@ -26,6 +26,7 @@ export const CORE_TESTS = [
   "services/*/src/*/core/**/*.test.ts",
   "services/gateway/src/platforms/*/core/**/*.test.ts",
   "services/common/src/pure/**/*.test.ts",
+  "services/contract/src/**/*.test.ts",
   "services/cli/src/up/demo-plan.test.ts",
   "services/gateway/src/agents/app/linked-signal.test.ts",
   "services/cli/src/table.test.ts",

@@ -54,7 +54,7 @@ function imageId(tag) {
 /** Sources newer than their build output: the image would run stale code. */
 function staleBuildWarnings() {
   const warnings = [];
-  for (const ws of ["proto", "services/common", "services/gateway", "services/relay", "services/cli"]) {
+  for (const ws of ["proto", "services/contract", "services/common", "services/gateway", "services/relay", "services/cli"]) {
     const src = newestMtime(join(REPO, ws, "src"), /\.ts$/);
     const dist = newestMtime(join(REPO, ws, "dist"), /\.js$/);
     if (src > 0 && dist > 0 && src > dist) warnings.push(`${ws}: sources are newer than dist/; run \`npm run build\``);

@@ -7,9 +7,9 @@ import { describe, expect, it } from "vitest";
 /**
  * The repository stands alone: code, comments, help texts and docs never cite a specification
  * outside it (section numbers (the section sign and a number), the outside design document, a sibling `shared`
- * folder). docs/ (ARCHITECTURE.md, OPERATIONS.md, PROTOCOL.md) is the project's own
- * specification: a rule the code relies on is stated there, and comments point to it by page
- * and section name.
+ * folder). docs/ (ARCHITECTURE.md, OPERATIONS.md, PROTOCOL.md) and the READMEs next to the code
+ * that ARCHITECTURE.md links are the project's own specification: a rule the code relies on is
+ * stated there, and comments point to it by page and section name.
  */
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -81,7 +81,7 @@ describe("the repository stands alone", () => {
     const report = hits.map((h) => `${h.file}:${h.line}: ${h.what}: ${h.text}`).join("\n");
     expect(
       report,
-      "state the rule in docs/ (ARCHITECTURE.md, OPERATIONS.md, PROTOCOL.md) in the project's own words and point to it by page and section name",
+      "state the rule in docs/ (ARCHITECTURE.md, OPERATIONS.md, PROTOCOL.md) or the domain's README in the project's own words and point to it by page and section name",
     ).toBe("");
   });
 });

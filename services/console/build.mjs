@@ -1,7 +1,9 @@
 #!/usr/bin/env node
-// Builds the console into dist/: a typecheck of web/ (DOM types, tsc --noEmit), then vite. With
-// --if-stale it does nothing when dist/index.html is newer than every file under web/ (the test
-// set-up calls it so, before any test file runs).
+// Builds the console into dist/: a typecheck of web/ (DOM types, tsc --noEmit), then vite. The
+// views take @hermes/contract (receipt states, …) from its sources, as the tests do, so a build never
+// depends on a stale contract build. With --if-stale it does nothing when dist/index.html is newer
+// than every file under web/ and the contract's sources (the test set-up calls it so, before any
+// test file runs).
 import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -11,6 +13,7 @@ import { fileURLToPath } from "node:url";
 const here = dirname(fileURLToPath(import.meta.url));
 const web = join(here, "web");
 const dist = join(here, "dist");
+const contract = join(here, "../contract/src");
 
 function newest(dir) {
   let latest = 0;
@@ -26,7 +29,7 @@ const index = join(dist, "index.html");
 if (
   process.argv.includes("--if-stale") &&
   existsSync(index) &&
-  statSync(index).mtimeMs >= Math.max(newest(web), statSync(fileURLToPath(import.meta.url)).mtimeMs)
+  statSync(index).mtimeMs >= Math.max(newest(web), newest(contract), statSync(fileURLToPath(import.meta.url)).mtimeMs)
 ) {
   process.exit(0);
 }
@@ -41,6 +44,7 @@ await build({
   logLevel: "warn",
   configFile: false,
   publicDir: false,
+  resolve: { alias: { "@hermes/contract": join(contract, "index.ts") } },
   build: {
     outDir: dist,
     emptyOutDir: true,

@@ -27,7 +27,7 @@ export interface CreateOptions {
 
 /**
  * Profile operations either through the live gateway (which owns the in-memory routing index) or,
- * when no gateway holds the store, directly on HERMES_HOME (docs/ARCHITECTURE.md "Identity").
+ * when no gateway holds the store, directly on HERMES_HOME (services/gateway/src/identity/README.md).
  */
 export interface ProfilesBackend {
   readonly live: boolean;

@@ -2,6 +2,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writ
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Metadata, status } from "@grpc/grpc-js";
+import { assertProfileName, isValidId } from "@hermes/contract";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { apiKeyProblem, assertApiKey, bearerToken, KeyRing, secretsEqual } from "./auth.js";
@@ -14,7 +15,6 @@ import { backoffDelayMs } from "./pure/backoff.js";
 import { validateConfig } from "./pure/config.js";
 import { HermesError, REASONS, toHermesError, toWireError } from "./pure/errors.js";
 import { type MigrationStep, migrationMessage } from "./pure/migration-step.js";
-import { assertProfileName, isValidId } from "./pure/names.js";
 import { openDatabase } from "./sqlite.js";
 
 let dir: string;

@@ -7,8 +7,8 @@ import { afterAll, describe, expect, it } from "vitest";
 
 /**
  * The core is pure at run time, not only in its source: importing every core module (and
- * `@hermes/common/pure`) in a fresh process resolves nothing but other core modules, the pure part
- * of @hermes/common, zod, croner and node:crypto (hashing). Everything else a module could reach
+ * `@hermes/common/pure`, and @hermes/contract) in a fresh process resolves nothing but other core
+ * modules, the pure part of @hermes/common, @hermes/contract, zod, croner and node:crypto (hashing). Everything else a module could reach
  * (node:fs, node:net, better-sqlite3, grpc-js, pino, prom-client, yaml, ws, the `@hermes/common`
  * server barrel, a shell module) is a violation. It runs the built code (the process project builds
  * first), the form the daemons run. The biome rule in biome.json says the same at lint time.
@@ -23,7 +23,12 @@ const allowedUrl = (url: string): boolean => {
   if (ALLOWED_BUILTINS.has(url)) return true;
   if (!url.startsWith("file:")) return false;
   const path = relative(ROOT, fileURLToPath(url));
-  return isCorePath(path) || path.startsWith("services/common/dist/pure/") || ALLOWED_PACKAGES.test(path);
+  return (
+    isCorePath(path) ||
+    path.startsWith("services/common/dist/pure/") ||
+    path.startsWith("services/contract/dist/") ||
+    ALLOWED_PACKAGES.test(path)
+  );
 };
 
 /** A core module's path: a `core/` folder of a service, at the top of its `src/` (`dist/`) or inside a domain. */
@@ -42,6 +47,7 @@ function pureModules(): string[] {
   const sources = [
     ...services.flatMap((s) => sourceFiles(join(ROOT, "services", s, "src")).filter((f) => isCorePath(relative(ROOT, f)))),
     ...sourceFiles(join(ROOT, "services/common/src/pure")),
+    ...sourceFiles(join(ROOT, "services/contract/src")),
   ];
   return sources.map((src) => src.replace(/\/src\//, "/dist/").replace(/\.ts$/, ".js"));
 }
@@ -89,13 +95,14 @@ describe("core purity at run time", () => {
     expect(missing, "core modules without a build output: run `npx tsc -b tsconfig.build.json`").toEqual([]);
     // Every service with a core takes part (the list is read from the tree, so a new core module joins by itself).
     const services = new Set(modules.map((m) => relative(ROOT, m).split("/")[1]));
-    expect([...services].sort()).toEqual(["common", "coordinator", "gateway", "relay"]);
+    expect([...services].sort()).toEqual(["common", "contract", "coordinator", "gateway", "relay"]);
 
     const resolutions = importRecorded(modules, "core");
     // The recorder saw the imports: each module was resolved, and so were the pure part and zod.
     const resolved = new Set(resolutions.map((r) => r.url));
     expect(modules.filter((m) => !resolved.has(pathToFileURL(m).href))).toEqual([]);
     expect(resolutions.some((r) => r.specifier === "@hermes/common/pure")).toBe(true);
+    expect(resolutions.some((r) => r.specifier === "@hermes/contract")).toBe(true);
     expect(boundaryCrossings(resolutions)).toEqual([]);
   });
 

@@ -11,7 +11,15 @@ import { importEdges, layerViolations, sliceOf, sqlOutsideStore } from "../../..
 const SRC = fileURLToPath(new URL("../src", import.meta.url));
 
 /** What the pure core may use besides itself: no I/O, no clock (croner only parses cron text here). */
-export const CORE_PACKAGES = ["@hermes/common", "@hermes/common/pure", "zod", "node:crypto", "croner"];
+export const CORE_PACKAGES = [
+  "@hermes/common",
+  "@hermes/common/pure",
+  "@hermes/contract",
+  "@hermes/contract/envelope",
+  "zod",
+  "node:crypto",
+  "croner",
+];
 
 describe("gateway layers", () => {
   it("imports only point down: core ← store ← app ← api ← daemon (adapters beside store)", () => {

@@ -9,6 +9,5 @@ export {
 export { RelayStore } from "./home/store/relay-store.js";
 export { KeyAdmin } from "./keys/app/key-admin.js";
 export { KEY_PREFIX } from "./keys/core/keys.js";
-export { NAME_RULE as CONNECTION_NAME_RULE } from "./roster/core/names.js";
 
 export const VERSION = "0.1.0";

@@ -9,7 +9,10 @@ describe("relay layers", () => {
   it("imports only point down: core ← store ← app ← api ← daemon", () => {
     const violations = layerViolations(SRC, {
       layers: {
-        core: { imports: [], packages: ["@hermes/common", "@hermes/common/pure", "zod", "node:crypto"] },
+        core: {
+          imports: [],
+          packages: ["@hermes/common", "@hermes/common/pure", "@hermes/contract", "@hermes/contract/envelope", "zod", "node:crypto"],
+        },
         store: { imports: ["core"] },
         app: { imports: ["core", "store"] },
         api: { imports: ["core", "store", "app"] },

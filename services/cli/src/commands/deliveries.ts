@@ -1,4 +1,5 @@
 import { HermesError } from "@hermes/common/client";
+import { RECEIPT_STATES } from "@hermes/contract";
 import { DeliveryServiceClient, type Receipt } from "@hermes/proto/hermes/v1/delivery";
 import type { Command } from "commander";
 import type { CommandRunner } from "../main.js";
@@ -26,7 +27,7 @@ export function registerDeliveriesCommands(program: Command, run: CommandRunner)
   deliveries
     .command("list")
     .description("deliveries sent from or run on this gateway, newest first (-p: only those of one bot)")
-    .option("--state <state>", "queued, claimed, settled, failed, cancelled, expired or ambiguous")
+    .option("--state <state>", `${RECEIPT_STATES.slice(0, -1).join(", ")} or ${RECEIPT_STATES.at(-1)}`)
     .option("--limit <n>", "at most this many (1-1000, default 100)")
     .action(
       run(async (ctx, o: { state?: string; limit?: string }) => {

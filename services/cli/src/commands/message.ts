@@ -1,4 +1,5 @@
 import { HermesError, isErrorReason } from "@hermes/common/client";
+import { isReceiptState, isTerminal } from "@hermes/contract";
 import { DeliveryServiceClient, type Receipt } from "@hermes/proto/hermes/v1/delivery";
 import type { Command } from "commander";
 import type { CliContext } from "../context.js";
@@ -49,8 +50,6 @@ export function outcomeError(r: Receipt): HermesError | undefined {
   return new HermesError(reason, outcomeText(r), { data: { delivery_id: r.delivery_id, state: r.state } });
 }
 
-/** A receipt in one of these states has not ended yet. */
-const OPEN_STATES = new Set(["queued", "claimed"]);
 /** How often `message --wait` looks at the receipt. */
 const POLL_MS = 500;
 
@@ -71,7 +70,8 @@ async function followDelivery(ctx: CliContext, client: DeliveryServiceClient, fi
   const deadline = Date.now() + waitMs;
   let shown = `${first.state}/${first.attempts}`;
   let receipt = first;
-  while (OPEN_STATES.has(receipt.state)) {
+  // Until it ends (a state this build does not know ends the wait too: the receipt is shown as it is).
+  while (isReceiptState(receipt.state) && !isTerminal(receipt.state)) {
     if (Date.now() > deadline) {
       throw new HermesError(
         "timeout",

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { hostname } from "node:os";
-import { DEFAULT_PROFILE, HermesError, isErrorReason } from "@hermes/common/client";
+import { HermesError, isErrorReason } from "@hermes/common/client";
+import { DEFAULT_PROFILE, isValidGatewayId } from "@hermes/contract";
 import type { A2aAnswer, A2aPeerDirectory, HermesHome, ModelConfigSource, PeerClient, PeerSender } from "@hermes/gateway/direct";
 import type { Run } from "@hermes/proto/hermes/v1/peers";
 import type { Command } from "commander";
@@ -127,7 +128,7 @@ function sender(ctx: CliContext, config: ModelConfigSource): PeerSender {
 /** This home's gateway id (written on its first start), else a name made from the host name. */
 function localGatewayId(home: HermesHome): string {
   const stored = existsSync(home.gatewayIdFile) ? readFileSync(home.gatewayIdFile, "utf8").trim() : "";
-  if (/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(stored)) return stored;
+  if (isValidGatewayId(stored)) return stored;
   const host = hostname()
     .replace(/[^A-Za-z0-9._-]/g, "-")
     .replace(/^[^A-Za-z0-9]+/, "")

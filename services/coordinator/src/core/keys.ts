@@ -1,4 +1,5 @@
-import { GATEWAY_ID_RULE, HermesError, isValidGatewayId, isValidId } from "@hermes/common/pure";
+import { HermesError } from "@hermes/common/pure";
+import { GATEWAY_ID_RULE, isValidGatewayId, isValidId } from "@hermes/contract";
 
 /**
  * The key layout of one coordinated mesh in etcd, all under one prefix:

@@ -17,6 +17,7 @@ import {
   WalCheckpointer,
   writeFileAtomic,
 } from "@hermes/common";
+import { isValidGatewayId } from "@hermes/contract";
 import { Coordinator } from "@hermes/coordinator";
 import { Histogram } from "prom-client";
 import { type GatewaySettings, resolveGatewayListen, resolveGatewaySettings, type SettingsOverrides } from "../home/app/config.js";
@@ -60,8 +61,6 @@ export interface Foundation {
   singletons: SingletonCoordinator | undefined;
 }
 
-const GATEWAY_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-
 /**
  * The gateway id is persisted on first start (HERMES_HOME/gateway_id) and never changes: rooms
  * name their authority by it. A different --id for an existing home is refused.
@@ -75,7 +74,7 @@ function resolveGatewayId(home: HermesHome, db: Db, wanted: string | undefined):
     );
   }
   const id = stored || wanted || `gw-${randomBytes(4).toString("hex")}`;
-  if (!GATEWAY_ID_RE.test(id))
+  if (!isValidGatewayId(id))
     throw new HermesError("invalid_config", `invalid gateway id ${JSON.stringify(id)}: letters, digits, '.', '_' and '-' (1-64)`);
   if (!stored) {
     writeFileAtomic(home.gatewayIdFile, `${id}\n`);

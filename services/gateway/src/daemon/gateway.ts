@@ -45,7 +45,7 @@ const OBLIGATION_PRUNE_MS = 3600_000;
 /**
  * A running gateway: stores, services, gRPC (TCP + control socket), HTTP and timers. `start` builds
  * it in dependency order (foundation → services → servers), then starts it; `stop` takes it down
- * in the reverse order (docs/ARCHITECTURE.md, "The daemons").
+ * in the reverse order (daemon/README.md).
  */
 export class Gateway {
   readonly id: string;

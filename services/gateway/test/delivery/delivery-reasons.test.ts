@@ -1,7 +1,7 @@
+import type { DELIVERY_REASONS } from "@hermes/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventually } from "../../../../test/support/eventually.js";
 import { toChatMessages } from "../../src/agents/app/chat.js";
-import type { DELIVERY_REASONS } from "../../src/delivery/core/reasons.js";
 import { botChat, createBot, sendAndWait, writeHomeConfig, writeHomeEnv } from "../support/delivery-fixtures.js";
 import { type FakeFailure, type FakeOpenAIServer, startFakeOpenAIServer } from "../support/fake-openai-server.js";
 import { startTestGateway, type TestGateway } from "../support/gateway-harness.js";

@@ -29,16 +29,17 @@
  *
  * Every command waits until the service is quiet (its group commit done) before it prints.
  */
+
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogger, type Db, HermesError, openDatabase } from "@hermes/common";
+import type { DeliveryReason, ReceiptState } from "@hermes/contract";
 import type { ScenarioDirective } from "../../../../test/support/scenario-script.js";
 import type { DeliveryWork } from "../../src/delivery/app/delivery-service.js";
 import { DeliveryService } from "../../src/delivery/app/delivery-service.js";
 import type { DeliveryRoster } from "../../src/delivery/app/roster.js";
-import type { DeliveryReason } from "../../src/delivery/core/reasons.js";
-import type { Receipt, ReceiptState } from "../../src/delivery/core/receipt.js";
+import type { Receipt } from "../../src/delivery/core/receipt.js";
 import { DeliveriesStore } from "../../src/delivery/store/deliveries-store.js";
 import { Events } from "../../src/home/app/events.js";
 import { GATEWAY_MIGRATIONS } from "../../src/home/store/migrations/index.js";

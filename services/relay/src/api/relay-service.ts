@@ -7,6 +7,7 @@ import type {
   UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { fromWireError, HermesError, toHermesError, toServiceError, toWireError } from "@hermes/common";
+import { GATEWAY_ID_RULE, isTerminal, isValidGatewayId, isValidId, NAME_RULE } from "@hermes/contract";
 import {
   GatewayFrame,
   type RelayFrame,
@@ -20,8 +21,7 @@ import { frameError } from "../connections/app/frames.js";
 import type { RelayHub } from "../connections/app/relay-hub.js";
 import type { GatewaySession } from "../connections/app/sessions.js";
 import type { Outcome, WireReceipt } from "../deliveries/core/deliveries.js";
-import { parseSend } from "../deliveries/core/envelope.js";
-import { GATEWAY_ID_RULE, isValidGatewayId, NAME_RULE } from "../roster/core/names.js";
+import { parseSend } from "../deliveries/core/send.js";
 import { parseAnnounce } from "../roster/core/roster.js";
 
 /** A frame as the Connect handler receives it: decoded, or the reason it could not be. */
@@ -46,13 +46,11 @@ export const relayServiceDefinition = {
   },
 };
 
-const TERMINAL = new Set(["settled", "failed", "cancelled", "expired", "ambiguous"]);
-const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
 const MAX_REPLY_CHARS = 1_000_000;
 
 /** A target's `result` frame as an outcome, or a typed refusal naming what is wrong. */
 export function parseResult(result: RelayResult): { deliveryId: string; outcome: Outcome } {
-  if (!ID_RE.test(result.delivery_id)) throw new HermesError("invalid_params", "result: delivery_id is missing or malformed");
+  if (!isValidId(result.delivery_id)) throw new HermesError("invalid_params", "result: delivery_id is missing or malformed");
   const r = result.result;
   if (!r) throw new HermesError("invalid_params", `result for ${result.delivery_id}: neither a receipt nor an error`);
   if (r.$case === "error") {
@@ -63,7 +61,7 @@ export function parseResult(result: RelayResult): { deliveryId: string; outcome:
   if (receipt.delivery_id !== result.delivery_id) {
     throw new HermesError("invalid_params", `result for ${result.delivery_id} carries the receipt of ${receipt.delivery_id}`);
   }
-  if (!TERMINAL.has(receipt.state)) {
+  if (!isTerminal(receipt.state)) {
     throw new HermesError("invalid_params", `result for ${result.delivery_id}: state ${JSON.stringify(receipt.state)} is not an end state`);
   }
   if ((receipt.reply?.length ?? 0) > MAX_REPLY_CHARS) {
@@ -237,11 +235,12 @@ class ConnectStream implements GatewaySession {
       return;
     }
     // The roster routes member turns by this id, so a missing or malformed one is refused, not guessed.
+    const named = gatewayId.slice(0, 80);
     if (!isValidGatewayId(gatewayId)) {
       this.close(
         new HermesError(
           "invalid_params",
-          `the hello must name this gateway's id (matching ${GATEWAY_ID_RULE}), got ${JSON.stringify(gatewayId.slice(0, 80))}`,
+          `the hello must name this gateway's id (matching ${GATEWAY_ID_RULE}), got ${JSON.stringify(named)}`,
           { data: { field: "gateway_id" } },
         ),
         "hello",

@@ -1,12 +1,11 @@
+import { isTerminal, RECEIPT_STATES } from "@hermes/contract";
 import type { Receipt } from "../api.js";
 import { h, replace } from "../dom.js";
 import { badge, type Ctx, errorBox, every, time } from "../ui.js";
 
-const STATES = ["queued", "claimed", "settled", "failed", "cancelled", "expired", "ambiguous"];
-const BAD = new Set(["failed", "expired", "ambiguous", "cancelled"]);
-
+/** Settled is the good end; every other end (failed, cancelled, expired, ambiguous) is shown as bad. */
 function stateBadge(r: Receipt): HTMLElement {
-  return badge(r.reason ? `${r.state} [${r.reason}]` : r.state, BAD.has(r.state) ? "bad" : r.state === "settled" ? "ok" : "");
+  return badge(r.reason ? `${r.state} [${r.reason}]` : r.state, r.state === "settled" ? "ok" : isTerminal(r.state) ? "bad" : "");
 }
 
 /** Delivery receipts (sent from or run on this gateway) with their state and reason; one opens in full. */
@@ -16,7 +15,7 @@ export function deliveriesView(root: HTMLElement, ctx: Ctx): () => void {
     "select",
     { id: "filter-state" },
     h("option", { value: "" }, "any state"),
-    STATES.map((s) => h("option", { value: s }, s)),
+    RECEIPT_STATES.map((s) => h("option", { value: s }, s)),
   );
   const side = h(
     "select",

@@ -1,4 +1,4 @@
-import type { DeliveryReason } from "../../delivery/core/reasons.js";
+import type { DeliveryReason } from "@hermes/contract";
 import { type Provider, ProviderError, type TurnRequest, type TurnResult } from "../core/provider.js";
 
 /** One link of `provider` + `fallback_providers`, tried in order. */

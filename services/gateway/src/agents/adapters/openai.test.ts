@@ -1,8 +1,8 @@
+import type { DeliveryReason } from "@hermes/contract";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { eventually } from "../../../../../test/support/eventually.js";
 import { type FakeFailure, type FakeOpenAIServer, startFakeOpenAIServer } from "../../../test/support/fake-openai-server.js";
 import { MESSAGE_AGENT_TOOL, parseMessageAgentArgs } from "../../delivery/core/message-agent-tool.js";
-import type { DeliveryReason } from "../../delivery/core/reasons.js";
 import { decideRetry } from "../../delivery/core/retry-policy.js";
 import { composeSystemPrompt, findChannelOverride, resolveModel } from "../core/channel-overrides.js";
 import { type ChatMessage, ProviderError, type TurnRequest } from "../core/provider.js";

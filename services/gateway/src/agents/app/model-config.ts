@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { DEFAULT_PROFILE, HermesError, readEnvFile, readYamlFile, validateConfig } from "@hermes/common";
+import { HermesError, readEnvFile, readYamlFile, validateConfig } from "@hermes/common";
+import { DEFAULT_PROFILE } from "@hermes/contract";
 import { type Document, parseDocument } from "yaml";
 import { metaOf, profileMetaFile, readProfileMetaFile } from "../../botmode/store/botmode-files.js";
 import { type GatewayConfigFile, gatewayConfigSchema, type ModelConfig, modelConfigSchema } from "../../home/app/config.js";

@@ -1,4 +1,5 @@
-import { DEFAULT_PROFILE, HermesError, validateConfig } from "@hermes/common";
+import { HermesError, validateConfig } from "@hermes/common";
+import { DEFAULT_PROFILE } from "@hermes/contract";
 import { type Document, parse as parseYaml } from "yaml";
 import { gatewayConfigSchema, type ModelConfig, modelConfigSchema } from "../../home/app/config.js";
 import type { HermesHome } from "../../home/store/home.js";

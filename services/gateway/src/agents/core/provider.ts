@@ -1,5 +1,5 @@
 import { HermesError } from "@hermes/common/pure";
-import type { DeliveryReason } from "../../delivery/core/reasons.js";
+import type { DeliveryReason } from "@hermes/contract";
 
 /** A tool call as the model asked for it. `arguments` is the JSON text the model wrote, validated by the tool. */
 export interface ToolCall {

@@ -1,5 +1,5 @@
 import { HermesError } from "@hermes/common/pure";
-import { messageLength } from "../../delivery/core/envelope.js";
+import { messageLength } from "@hermes/contract";
 
 /**
  * One rule for the short names people give things in Bot Mode (a display name, a section name, a

@@ -1,6 +1,6 @@
-import { type ErrorReason, HermesError, ID_RULE } from "@hermes/common/pure";
+import { type ErrorReason, HermesError } from "@hermes/common/pure";
+import { ID_RULE, messageLength } from "@hermes/contract";
 import { z } from "zod";
-import { messageLength } from "../../delivery/core/envelope.js";
 import { canonicalJson, NotJsonError, utf8Bytes } from "../../rooms/core/canonical-json.js";
 import { checkLabel, describeType } from "./labels.js";
 

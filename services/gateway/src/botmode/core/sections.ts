@@ -1,4 +1,5 @@
-import { HermesError, ID_RULE, isValidId } from "@hermes/common/pure";
+import { HermesError } from "@hermes/common/pure";
+import { ID_RULE, isValidId } from "@hermes/contract";
 import { z } from "zod";
 import { checkLabel, describeType, labelKey } from "./labels.js";
 

@@ -1,4 +1,6 @@
 import { type Clock, HermesError, type Logger, newId, toHermesError } from "@hermes/common";
+import { isReceiptState, isTerminal, RECEIPT_STATES } from "@hermes/contract";
+import { parseEnvelope } from "@hermes/contract/envelope";
 import type { Registry } from "prom-client";
 import type { MessageAgentHost } from "../../agents/app/chat.js";
 import type { RosterEntry } from "../../agents/core/system-prompt.js";
@@ -6,10 +8,10 @@ import type { DeliverySettings } from "../../home/app/config.js";
 import { Events } from "../../home/app/events.js";
 import type { ProfileService } from "../../identity/app/profiles.js";
 import type { SessionService } from "../../identity/app/sessions.js";
-import { assertDeliveryMessage, newEnvelope, parseEnvelope, queuedAck } from "../core/envelope.js";
+import { newEnvelope, queuedAck } from "../core/envelope.js";
 import { type IngressEffect, type IngressEvent, IngressMachine, type LaneStats } from "../core/ingress-machine.js";
 import { type LocalIngressState, type OutboxEffect, type OutboxEvent, OutboxMachine } from "../core/outbox-machine.js";
-import { type DeliveryRecord, isTerminal, type Receipt, type ReceiptState, toReceipt } from "../core/receipt.js";
+import { type DeliveryRecord, type Receipt, toReceipt } from "../core/receipt.js";
 import { envelopeOf, type IngressSource, newIngressRow, newOutboxRow, type OutboxRow } from "../core/rows.js";
 import { resolveTarget } from "../core/targets.js";
 import type { DeliveriesStore, ListedDelivery } from "../store/deliveries-store.js";
@@ -259,9 +261,9 @@ export class DeliveryService implements MessageAgentHost {
 
   /**
    * message_agent and SendMessage: validates the target (typed unknown_target listing the valid
-   * teammates) and the message (≤ 16,000 characters, verbatim), and acks `{status: "queued",
-   * delivery_id}` once the outbox row (and, for a local target, its ingress row) is committed;
-   * delivery goes on in the background. A repeat of a known id with the same payload is acked again.
+   * teammates), then the envelope with its message (newEnvelope: ≤ 16,000 characters, verbatim),
+   * and acks `{status: "queued", delivery_id}` once the outbox row (and, for a local target, its
+   * ingress row) is committed; delivery goes on in the background. A repeat of a known id with the same payload is acked again.
    */
   async send(
     fromProfile: string,
@@ -273,7 +275,6 @@ export class DeliveryService implements MessageAgentHost {
     const { profiles, clock, gatewayId, settings } = this.deps;
     const from = profiles.resolve(fromProfile);
     profiles.assertIdentitySettled(from);
-    assertDeliveryMessage(message);
     const route = resolveTarget(target, this.deps.roster.targets(), { self: from });
     const now = clock.now();
     const envelope = newEnvelope(
@@ -373,12 +374,11 @@ export class DeliveryService implements MessageAgentHost {
 
   list(filter: { profile?: string | undefined; state?: string | undefined; limit?: number | undefined }): ListedDelivery[] {
     const state = filter.state || undefined;
-    const states = ["queued", "claimed", "settled", "failed", "cancelled", "expired", "ambiguous"];
-    if (state !== undefined && !states.includes(state)) {
-      throw new HermesError("invalid_params", `unknown state ${JSON.stringify(state)}; states: ${states.join(", ")}`);
+    if (state !== undefined && !isReceiptState(state)) {
+      throw new HermesError("invalid_params", `unknown state ${JSON.stringify(state)}; states: ${RECEIPT_STATES.join(", ")}`);
     }
     const profile = filter.profile ? this.deps.profiles.resolve(filter.profile) : undefined;
-    return this.store.list({ profile, state: state as ReceiptState | undefined, limit: filter.limit });
+    return this.store.list({ profile, state, limit: filter.limit });
   }
 
   /** Resolves when the delivery has ended (at once when it has): the sender's end when it was sent from here. */

@@ -1,7 +1,7 @@
 import { HermesError } from "@hermes/common/client";
+import { isReceiptState, toReceiptReason } from "@hermes/contract";
 import type { Receipt as WireReceipt } from "@hermes/proto/hermes/v1/delivery";
-import { isDeliveryReason } from "../core/reasons.js";
-import { RECEIPT_STATES, type Receipt, type ReceiptState } from "../core/receipt.js";
+import type { Receipt } from "../core/receipt.js";
 
 /** A receipt for the wire (unset optionals absent rather than null). */
 export function receiptToWire(r: Receipt): WireReceipt {
@@ -22,16 +22,15 @@ export function receiptToWire(r: Receipt): WireReceipt {
 /** A receipt from the wire; a state this build does not know is refused, an unknown reason becomes `unknown`. */
 export function receiptFromWire(wire: WireReceipt | undefined, from = "the relay"): Receipt {
   if (!wire) throw new HermesError("unknown", `${from} answered without a receipt`);
-  if (!(RECEIPT_STATES as readonly string[]).includes(wire.state)) {
+  if (!isReceiptState(wire.state)) {
     throw new HermesError("unknown", `${from} reported the unknown delivery state ${JSON.stringify(wire.state)}`);
   }
-  const reason = wire.reason ?? null;
   return {
     delivery_id: wire.delivery_id,
     from: wire.from,
     target: wire.target,
-    state: wire.state as ReceiptState,
-    reason: reason === null ? null : isDeliveryReason(reason) ? reason : "unknown",
+    state: wire.state,
+    reason: wire.reason === undefined ? null : toReceiptReason(wire.reason),
     error: wire.error ?? null,
     attempts: wire.attempts,
     created_at: wire.created_at,

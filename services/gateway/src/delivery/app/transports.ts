@@ -1,9 +1,9 @@
 import { status as GrpcStatus, type ServiceError } from "@grpc/grpc-js";
 import { HermesError, PeerChannels } from "@hermes/common";
+import { isDeliveryReason } from "@hermes/contract";
+import type { DeliveryEnvelope } from "@hermes/contract/envelope";
 import { type DeliverReply, DeliveryServiceClient } from "@hermes/proto/hermes/v1/delivery";
 import type { PeerDirectory } from "../../peers/app/peer-directory.js";
-import type { DeliveryEnvelope } from "../core/envelope.js";
-import { isDeliveryReason } from "../core/reasons.js";
 import type { Receipt } from "../core/receipt.js";
 import type { Route } from "../core/targets.js";
 import { receiptFromWire } from "./receipt-wire.js";
@@ -16,11 +16,12 @@ export interface TransportOptions {
 
 /**
  * How a delivery reaches a target on another gateway, by route kind (mail to a local bot goes
- * straight to the ingress machine, in the same commit as its outbox row). `deliver` resolves with the target's receipt
- * once the delivery has ended there (the target applies the retry rule), or rejects with a typed
- * error when the target could not be reached (runtime_offline, delivery_timeout, …), which the
- * sender's outbox treats under the single-retry rule. Re-sending the same envelope is always safe:
- * the target's ingress is idempotent by delivery id.
+ * straight to the ingress machine, in the same commit as its outbox row). `deliver` resolves with
+ * the target's receipt once the delivery has ended there (the target applies the retry rule), or
+ * rejects with a typed error when the target could not be reached (unavailable, timeout,
+ * runtime_offline, …), which the sender's outbox records as a delivery reason (attemptFailure)
+ * under the single-retry rule. Re-sending the same envelope is always safe: the target's ingress is
+ * idempotent by delivery id.
  */
 export interface DeliveryTransport {
   deliver(route: Route, envelope: DeliveryEnvelope, options: TransportOptions): Promise<Receipt>;
@@ -68,23 +69,26 @@ export class PeerTransport implements DeliveryTransport {
     return receiptFromWire(reply.receipt, "the peer");
   }
 
-  /** A failed call, as the delivery reason the sender's outbox records (the peer's own reason when it sent one). */
+  /**
+   * A failed call, worded for the sender's receipt: the peer named once, the peer's own reason kept
+   * (the outbox records it through attemptFailure, whose deliveryReasonFor decides the delivery reason).
+   */
   private transportError(peer: string, e: HermesError): HermesError {
     const where = `peer ${peer}`;
     // What the peer itself said, without the channel's naming (the outbox names the peer once).
     const said = e.cause instanceof HermesError ? e.cause : e;
     if (isDeliveryReason(e.reason)) return new HermesError(e.reason, `${where}: ${said.message}`, { data: said.data, cause: e });
     if ((said.cause as Partial<ServiceError> | undefined)?.code === GrpcStatus.DEADLINE_EXCEEDED) {
-      return new HermesError("delivery_timeout", `${where} did not finish within ${Math.round(this.timeoutMs / 1000)} s`, { cause: e });
+      return new HermesError("timeout", `${where} did not finish within ${Math.round(this.timeoutMs / 1000)} s`, { cause: e });
     }
     switch (e.reason) {
       case "unavailable":
-        return new HermesError("runtime_offline", `${where} is unreachable: ${said.message}`, { cause: e });
+        return new HermesError("unavailable", `${where} is unreachable: ${said.message}`, { cause: e });
       case "unauthenticated":
         // The channel's text: which key was refused, and how to set the right one.
-        return new HermesError("provider_auth_or_access", e.message, { cause: e });
+        return e;
       default:
-        return new HermesError("unknown", `${where}: ${said.message} [${e.reason}]`, {
+        return new HermesError(e.reason, `${where}: ${said.message} [${e.reason}]`, {
           data: { peer_reason: e.reason, ...said.data },
           cause: e,
         });

@@ -1,17 +1,13 @@
 import { HermesError } from "@hermes/common/pure";
+import { DEFAULT_TTL_SECONDS, MESSAGE_LIMIT_CHARS } from "@hermes/contract";
+import type { DeliveryEnvelope } from "@hermes/contract/envelope";
 import { describe, expect, it } from "vitest";
 import {
-  assertDeliveryMessage,
   attributedMessage,
   attributionPrefix,
   checkIdempotency,
   completionNotification,
-  DEFAULT_TTL_SECONDS,
-  type DeliveryEnvelope,
-  MESSAGE_LIMIT_CHARS,
-  messageLength,
   newEnvelope,
-  parseEnvelope,
   payloadFingerprint,
   queuedAck,
 } from "./envelope.js";
@@ -68,44 +64,12 @@ describe("newEnvelope", () => {
     expect(err.data).toEqual({ limit: MESSAGE_LIMIT_CHARS, length: 16_001 });
   });
 
-  it("accepts exactly 16,000 characters, counting emoji as one", () => {
-    expect(assertDeliveryMessage("x".repeat(16_000))).toHaveLength(16_000);
-    const emoji = "🤖".repeat(16_000);
-    expect(emoji.length).toBe(32_000);
-    expect(messageLength(emoji)).toBe(16_000);
-    expect(assertDeliveryMessage(emoji)).toBe(emoji);
-    expect(caught(() => assertDeliveryMessage(`${emoji}a`)).reason).toBe("payload_too_large");
-  });
-
-  it("refuses empty, blank and non-text messages", () => {
-    for (const bad of ["", "   \n\t", null, 42, undefined]) {
-      expect(caught(() => assertDeliveryMessage(bad)).reason).toBe("invalid_params");
-    }
-  });
-
   it("refuses bad ids and TTLs", () => {
     const base = { from_profile: "a", from_gateway: "g", target: "b", message: "m" };
     expect(caught(() => newEnvelope({ ...base, delivery_id: "../etc/passwd" }, ctx)).reason).toBe("invalid_params");
     expect(caught(() => newEnvelope({ ...base, ttl_seconds: 0 }, ctx)).reason).toBe("invalid_params");
     expect(caught(() => newEnvelope({ ...base, ttl_seconds: 1.5 }, ctx)).reason).toBe("invalid_params");
     expect(caught(() => newEnvelope({ ...base, target: "" }, ctx)).reason).toBe("invalid_params");
-  });
-});
-
-describe("parseEnvelope", () => {
-  it("round-trips a valid envelope through JSON", () => {
-    const e = envelope();
-    expect(parseEnvelope(JSON.parse(JSON.stringify(e)))).toEqual(e);
-  });
-
-  it("names the bad field and never throws anything but a HermesError", () => {
-    const err = caught(() => parseEnvelope({ ...envelope(), created_at: "yesterday" }));
-    expect(err.reason).toBe("invalid_params");
-    expect(err.message).toContain("created_at");
-    for (const junk of [null, 5, "x", [], { ...envelope(), extra: 1 }, { ...envelope(), message: 7 }]) {
-      expect(caught(() => parseEnvelope(junk)).reason).toBe("invalid_params");
-    }
-    expect(caught(() => parseEnvelope({ ...envelope(), message: "y".repeat(20_000) })).reason).toBe("payload_too_large");
   });
 });
 

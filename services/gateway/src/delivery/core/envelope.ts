@@ -1,60 +1,7 @@
 import { createHash } from "node:crypto";
-import { HermesError, ID_RULE, isoTime } from "@hermes/common/pure";
-import { z } from "zod";
-import type { DeliveryReason } from "./reasons.js";
-
-/** `message_agent(target, message ≤ 16,000 chars)`. Counted in Unicode code points, so an emoji is one character. */
-export const MESSAGE_LIMIT_CHARS = 16_000;
-/** Default envelope TTL: a delivery still queued after this long expires with `queued_expired`. */
-export const DEFAULT_TTL_SECONDS = 900;
-/** Upper bound on a TTL, so a typo cannot park mail for months. */
-export const MAX_TTL_SECONDS = 7 * 24 * 3600;
-
-const idSchema = z.string().regex(new RegExp(ID_RULE), `an id matching ${ID_RULE}`);
-
-/** The envelope as it is stored (outbox, ingress, relay queue) and sent on the wire. */
-export const deliveryEnvelopeSchema = z
-  .object({
-    delivery_id: idSchema,
-    from_profile: z.string().min(1).max(128),
-    from_gateway: z.string().min(1).max(128),
-    target: z.string().min(1).max(300),
-    message: z.string(),
-    created_at: z.iso.datetime({ offset: true }),
-    ttl_seconds: z.number().int().min(1).max(MAX_TTL_SECONDS),
-  })
-  .strict();
-
-export type DeliveryEnvelope = z.infer<typeof deliveryEnvelopeSchema>;
-
-/** Length as a person counts it: code points, not UTF-16 units. */
-export function messageLength(message: string): number {
-  let count = 0;
-  for (const _ of message) count++;
-  return count;
-}
-
-/**
- * Checks the message parameter of `message_agent`. The text is data: it is never trimmed, escaped
- * or interpreted, so quotes, `$(...)` and backticks reach the target exactly as written.
- */
-export function assertDeliveryMessage(message: unknown): string {
-  if (typeof message !== "string") {
-    throw new HermesError("invalid_params", `message must be text, got ${message === null ? "null" : typeof message}`);
-  }
-  if (message.trim().length === 0) {
-    throw new HermesError("invalid_params", "message is empty: write what the teammate should do or answer");
-  }
-  const length = messageLength(message);
-  if (length > MESSAGE_LIMIT_CHARS) {
-    throw new HermesError(
-      "payload_too_large",
-      `message is ${length.toLocaleString("en-US")} characters; the limit is ${MESSAGE_LIMIT_CHARS.toLocaleString("en-US")}. Shorten it or split it into several messages.`,
-      { data: { limit: MESSAGE_LIMIT_CHARS, length } },
-    );
-  }
-  return message;
-}
+import { HermesError, isoTime } from "@hermes/common/pure";
+import { DEFAULT_TTL_SECONDS, type DeliveryReason, idempotencyPayload, type ReceiptState } from "@hermes/contract";
+import { type DeliveryEnvelope, parseEnvelope } from "@hermes/contract/envelope";
 
 export interface NewEnvelopeInput {
   from_profile: string;
@@ -72,9 +19,8 @@ export interface EnvelopeContext {
   newId: () => string;
 }
 
-/** Builds a validated envelope; throws a typed error for anything the wire schema would refuse. */
+/** Builds a validated envelope (parseEnvelope: the wire schema, then the message rule); throws a typed error for anything it refuses. */
 export function newEnvelope(input: NewEnvelopeInput, ctx: EnvelopeContext): DeliveryEnvelope {
-  assertDeliveryMessage(input.message);
   return parseEnvelope({
     delivery_id: input.delivery_id ?? ctx.newId(),
     from_profile: input.from_profile,
@@ -86,25 +32,9 @@ export function newEnvelope(input: NewEnvelopeInput, ctx: EnvelopeContext): Deli
   });
 }
 
-/** Validates an envelope received from elsewhere (relay, peer, disk). */
-export function parseEnvelope(value: unknown): DeliveryEnvelope {
-  const parsed = deliveryEnvelopeSchema.safeParse(value);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const where = issue.path.length > 0 ? issue.path.map(String).join(".") : "envelope";
-    throw new HermesError("invalid_params", `invalid delivery envelope: ${where}: ${issue.message}`, { data: { field: where } });
-  }
-  assertDeliveryMessage(parsed.data.message);
-  return parsed.data;
-}
-
-/**
- * What "the same payload" means for idempotency: sender, target and message. `created_at` and
- * `ttl_seconds` are left out, so a sender re-sending the same delivery later is still a duplicate.
- */
+/** "The same payload" for idempotency, as every hop defines it (idempotencyPayload), hashed. */
 export function payloadFingerprint(envelope: Pick<DeliveryEnvelope, "from_profile" | "from_gateway" | "target" | "message">): string {
-  const canonical = JSON.stringify([envelope.from_profile, envelope.from_gateway, envelope.target, envelope.message]);
-  return createHash("sha256").update(canonical, "utf8").digest("hex");
+  return createHash("sha256").update(idempotencyPayload(envelope), "utf8").digest("hex");
 }
 
 export interface StoredDelivery {
@@ -165,7 +95,8 @@ export function attributedMessage(sender: Sender, message: string): string {
 /** The terminal facts of a delivery the completion notification is built from. */
 export interface DeliveryOutcome {
   target: string;
-  state: "settled" | "failed" | "expired" | "ambiguous" | "cancelled";
+  /** An end state. */
+  state: Exclude<ReceiptState, "queued" | "claimed">;
   reason: DeliveryReason | null;
   error: string | null;
   reply: string | null;

@@ -1,13 +1,12 @@
 import { HermesError, isoTime, LaneScheduler } from "@hermes/common/pure";
+import { type DeliveryReason, isTerminal } from "@hermes/contract";
 import { checkFingerprint } from "./envelope.js";
-import type { DeliveryReason } from "./reasons.js";
 import {
   claim,
   type DeliveryRecord,
   endByDeletion,
   expireIfDue,
   fail,
-  isTerminal,
   markAmbiguous,
   type Receipt,
   recoverAfterRestart,

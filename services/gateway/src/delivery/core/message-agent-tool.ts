@@ -1,6 +1,6 @@
 import { HermesError } from "@hermes/common/pure";
+import { assertDeliveryMessage, MESSAGE_LIMIT_CHARS } from "@hermes/contract";
 import type { ToolSpec } from "../../agents/core/provider.js";
-import { assertDeliveryMessage, MESSAGE_LIMIT_CHARS } from "./envelope.js";
 import { TARGET_FORMS } from "./targets.js";
 
 export const MESSAGE_AGENT_TOOL_NAME = "message_agent";

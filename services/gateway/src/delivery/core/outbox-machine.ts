@@ -1,8 +1,8 @@
 import { HermesError, isoTime, LaneScheduler } from "@hermes/common/pure";
+import { type DeliveryReason, isTerminal } from "@hermes/contract";
 import { checkFingerprint } from "./envelope.js";
 import { outboxFromTarget } from "./outbox-outcome.js";
-import type { DeliveryReason } from "./reasons.js";
-import { claim, type DeliveryRecord, endByDeletion, expireIfDue, fail, isTerminal, type Receipt } from "./receipt.js";
+import { claim, type DeliveryRecord, endByDeletion, expireIfDue, fail, type Receipt } from "./receipt.js";
 import { botChatKey, type OutboxRow } from "./rows.js";
 
 /**

@@ -1,5 +1,6 @@
 import { isoTime } from "@hermes/common/pure";
-import { type DeliveryRecord, isTerminal, type Receipt } from "./receipt.js";
+import { isTerminal } from "@hermes/contract";
+import type { DeliveryRecord, Receipt } from "./receipt.js";
 
 /**
  * The sender's outbox record taking over what the target side reported (the local ingress, or a

@@ -1,14 +1,7 @@
-import { REASONS } from "@hermes/common/pure";
+import { type ErrorReason, REASONS } from "@hermes/common/pure";
+import { DELIVERY_REASONS, type DeliveryReason, isDeliveryReason, RECEIPT_REASONS, REFUSAL_REASONS } from "@hermes/contract";
 import { describe, expect, it } from "vitest";
-import {
-  classifyProviderError,
-  DELIVERY_REASONS,
-  isDeliveryReason,
-  type ProviderErrorFacts,
-  type ProviderFailureReason,
-  RECEIPT_REASONS,
-  REFUSAL_REASONS,
-} from "./reasons.js";
+import { classifyProviderError, deliveryReasonFor, type ProviderErrorFacts, type ProviderFailureReason } from "./reasons.js";
 
 type Row = [label: string, facts: ProviderErrorFacts, expected: ProviderFailureReason];
 
@@ -203,5 +196,67 @@ describe("classifyProviderError on arbitrary input", () => {
       ),
       { numRuns: 1000 },
     );
+  });
+});
+
+describe("deliveryReasonFor: an error's reason as the delivery reason its receipt carries", () => {
+  // Every reason of the table, so a new reason needs a decision here: a reason a receipt carries
+  // stays as it is, a platform error maps to what a calling bot can act on, the rest is unknown.
+  const expected: Record<ErrorReason, DeliveryReason> = {
+    invalid_params: "unknown",
+    invalid_config: "missing_config",
+    invalid_name: "unknown",
+    payload_too_large: "unknown",
+    not_found: "unknown",
+    already_exists: "unknown",
+    unauthenticated: "provider_auth_or_access",
+    refused: "unknown",
+    unavailable: "runtime_offline",
+    timeout: "delivery_timeout",
+    internal: "unknown",
+    method_not_found: "unknown",
+    database_busy: "unknown",
+    database_corrupt: "unknown",
+    unsupported_schema: "unknown",
+    disk_full: "unknown",
+    profile_deleted: "unknown",
+    identity_collision: "unknown",
+    default_profile: "unknown",
+    authority_conflict: "unknown",
+    not_authority: "unknown",
+    epoch_regression: "unknown",
+    replica_gap: "unknown",
+    lineage_mismatch: "unknown",
+    hash_mismatch: "unknown",
+    latest_seq_regression: "unknown",
+    replica_quarantined: "unknown",
+    room_retired: "unknown",
+    room_disbanded: "unknown",
+    idempotency_conflict: "idempotency_conflict",
+    cursor_conflict: "unknown",
+    confirm_required: "unknown",
+    limit_exceeded: "unknown",
+    discussion_stopped: "unknown",
+    provider_auth_or_access: "provider_auth_or_access",
+    provider_quota_limit: "provider_quota_limit",
+    provider_rate_limit: "provider_rate_limit",
+    provider_server_error: "provider_server_error",
+    context_overflow: "context_overflow",
+    missing_config: "missing_config",
+    model_unavailable: "model_unavailable",
+    runtime_offline: "runtime_offline",
+    queued_expired: "queued_expired",
+    delivery_timeout: "delivery_timeout",
+    target_busy: "target_busy",
+    unknown_target: "unknown_target",
+    ambiguous_target: "unknown",
+    slot_wait_timeout: "target_busy",
+    unknown: "unknown",
+    coordinator_unavailable: "unknown",
+    not_enough_replicas: "unknown",
+    lease_lost: "unknown",
+  };
+  it.each(Object.entries(expected))("%s → %s", (reason, delivery) => {
+    expect(deliveryReasonFor(reason as ErrorReason)).toBe(delivery);
   });
 });

@@ -1,42 +1,34 @@
 import type { ErrorReason } from "@hermes/common/pure";
+import { type DeliveryReason, isDeliveryReason } from "@hermes/contract";
 
 /**
- * Typed delivery reasons. A failed bot turn or delivery carries exactly one of these as a field
- * end to end (receipt, relay frame, completion notification), so a calling bot branches on the code
- * instead of parsing provider prose. Every code is also a key of the shared REASONS table, which
- * gives it a gRPC status and a CLI exit code.
+ * How a failure becomes the delivery reason its receipt carries (the reasons themselves are
+ * @hermes/contract's RECEIPT_REASONS): a provider's answer is classified from its status and words
+ * (classifyProviderError), a platform error is mapped by its reason (deliveryReasonFor). Every
+ * failed attempt, turn or hop is recorded through these two functions and nowhere else.
  */
-export const DELIVERY_REASONS = [
-  "provider_auth_or_access",
-  "provider_quota_limit",
-  "provider_rate_limit",
-  "provider_server_error",
-  "context_overflow",
-  "missing_config",
-  "model_unavailable",
-  "runtime_offline",
-  "queued_expired",
-  "delivery_timeout",
-  "target_busy",
-  "unknown",
-] as const satisfies readonly ErrorReason[];
 
 /**
- * Refusals of the delivery itself rather than failures of a turn: the target vanished between
- * resolving it and the next hop (`unknown_target`), or the delivery id is already taken by another
- * payload there (`idempotency_conflict`). Raised before anything runs, they usually reach the
- * caller directly; when a later hop (the relay, a peer) reports one, the receipt and the
- * notification keep it typed instead of `unknown`, so the sender can branch on it. Never retried.
+ * Platform errors that are not provider failures, mapped onto the delivery reasons a calling bot can
+ * branch on. Reasons a receipt carries as they are (the twelve delivery reasons, and the refusals
+ * `unknown_target` / `idempotency_conflict` a later hop may end a delivery with) need no entry.
  */
-export const REFUSAL_REASONS = ["unknown_target", "idempotency_conflict"] as const satisfies readonly ErrorReason[];
+const PLATFORM_REASONS: Partial<Record<ErrorReason, DeliveryReason>> = {
+  // No warm-agent slot freed up in time: the target is too busy to start the turn (never retried).
+  slot_wait_timeout: "target_busy",
+  // A config.yaml that does not validate cannot run a turn until someone fixes it.
+  invalid_config: "missing_config",
+  // The target's gateway (or a peer) was not there to run it.
+  unavailable: "runtime_offline",
+  // A hop (a peer's Deliver, a relay answer) did not come back in time.
+  timeout: "delivery_timeout",
+  // A peer that refuses our key: access, not a transient failure.
+  unauthenticated: "provider_auth_or_access",
+};
 
-/** Every reason a receipt can carry: the twelve delivery reasons plus the refusals. */
-export const RECEIPT_REASONS = [...DELIVERY_REASONS, ...REFUSAL_REASONS] as const;
-
-export type DeliveryReason = (typeof RECEIPT_REASONS)[number];
-
-export function isDeliveryReason(value: unknown): value is DeliveryReason {
-  return typeof value === "string" && (RECEIPT_REASONS as readonly string[]).includes(value);
+/** The delivery reason of an error's reason: itself when a receipt carries it, its platform mapping, else `unknown`. */
+export function deliveryReasonFor(reason: ErrorReason): DeliveryReason {
+  return isDeliveryReason(reason) ? reason : (PLATFORM_REASONS[reason] ?? "unknown");
 }
 
 /** The subset a provider failure can classify to (the platform reasons come from the delivery machinery). */

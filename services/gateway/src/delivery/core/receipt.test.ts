@@ -1,7 +1,7 @@
 import { HermesError } from "@hermes/common/pure";
+import { DELIVERY_REASONS, RECEIPT_STATES, type ReceiptState } from "@hermes/contract";
 import { describe, expect, it } from "vitest";
 import { newEnvelope } from "./envelope.js";
-import { DELIVERY_REASONS } from "./reasons.js";
 import {
   adoptRemote,
   cancel,
@@ -15,8 +15,6 @@ import {
   IllegalTransitionError,
   isExpired,
   markAmbiguous,
-  RECEIPT_STATES,
-  type ReceiptState,
   recoverAfterRestart,
   settle,
   toReceipt,
@@ -212,11 +210,12 @@ describe("illegal transitions", () => {
 });
 
 describe("TTL", () => {
-  it("expires a never-claimed delivery after its TTL with queued_expired", () => {
+  it("expires a never-claimed delivery at the end of its TTL with queued_expired", () => {
     const q = queued();
-    expect(isExpired(q, sec(900))).toBe(false);
-    expect(expireIfDue(q, sec(900))).toBe(q);
-    expect(isExpired(q, sec(900.001))).toBe(true);
+    // created_at + ttl_seconds is the deadline (docs/PROTOCOL.md), the same instant on every hop.
+    expect(isExpired(q, sec(899.999))).toBe(false);
+    expect(expireIfDue(q, sec(899.999))).toBe(q);
+    expect(isExpired(q, sec(900))).toBe(true);
     const e = expireIfDue(q, sec(901));
     expect(toReceipt(e)).toMatchObject({ state: "expired", reason: "queued_expired", attempts: 0, settled_at: "2025-06-01T12:15:01.000Z" });
     expect(e.error).toContain("900 s");

@@ -1,10 +1,12 @@
 import { HermesError, isoTime } from "@hermes/common/pure";
-import { completionNotification, type DeliveryEnvelope } from "./envelope.js";
-import type { DeliveryReason } from "./reasons.js";
+import { type DeliveryReason, isTerminal, type ReceiptState, ttlDeadline, ttlExpired } from "@hermes/contract";
+import type { DeliveryEnvelope } from "@hermes/contract/envelope";
+import { completionNotification } from "./envelope.js";
 import { decideRetry, MAX_DELIVERY_ATTEMPTS } from "./retry-policy.js";
 
 /**
- * Delivery states. `queued → claimed → settled | failed | cancelled | expired | ambiguous`, plus
+ * The transitions between the receipt states (the states themselves: RECEIPT_STATES in
+ * @hermes/contract). `queued → claimed → settled | failed | cancelled | expired | ambiguous`, plus
  * the two edges the single-retry rule and cancellation need:
  *
  *   queued  ──claim──▶ claimed ──settle──▶ settled
@@ -15,15 +17,6 @@ import { decideRetry, MAX_DELIVERY_ATTEMPTS } from "./retry-policy.js";
  * A claimed turn that is cancelled or interrupted may already have had effects, so it becomes
  * `ambiguous`, never `cancelled`, and is never replayed automatically.
  */
-export const RECEIPT_STATES = ["queued", "claimed", "settled", "failed", "cancelled", "expired", "ambiguous"] as const;
-export type ReceiptState = (typeof RECEIPT_STATES)[number];
-
-export const TERMINAL_STATES: ReadonlySet<ReceiptState> = new Set(["settled", "failed", "cancelled", "expired", "ambiguous"]);
-
-export function isTerminal(state: ReceiptState): boolean {
-  return TERMINAL_STATES.has(state);
-}
-
 /** The receipt exactly as `hermes deliveries show ID --json` prints it. */
 export interface Receipt {
   delivery_id: string;
@@ -91,13 +84,13 @@ function requireState(record: DeliveryRecord, event: DeliveryEvent, allowed: rea
 }
 
 /**
- * True when a never-claimed delivery has outlived its TTL. The TTL bounds how long mail may wait
- * for its first attempt; a delivery requeued for its single retry was admitted in time and runs
- * at once in the same lane slot, so it does not expire.
+ * True when a never-claimed delivery has outlived its TTL (ttlExpired). The TTL bounds how long
+ * mail may wait for its first attempt; a delivery requeued for its single retry was admitted in
+ * time and runs at once in the same lane slot, so it does not expire.
  */
 export function isExpired(record: DeliveryRecord, now: number): boolean {
   if (record.state !== "queued" || record.attempts > 0) return false;
-  return now - Date.parse(record.created_at) > record.ttl_seconds * 1000;
+  return ttlExpired(ttlDeadline(record), now);
 }
 
 /** queued → expired with `queued_expired`, if the TTL has passed; otherwise the record unchanged. */

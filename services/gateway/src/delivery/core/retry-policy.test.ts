@@ -1,6 +1,6 @@
 import { HermesError } from "@hermes/common/pure";
+import { type DeliveryReason, RECEIPT_REASONS } from "@hermes/contract";
 import { describe, expect, it } from "vitest";
-import { type DeliveryReason, RECEIPT_REASONS } from "./reasons.js";
 import { decideRetry, isRetryableReason, MAX_DELIVERY_ATTEMPTS } from "./retry-policy.js";
 
 const expectedAfterFirstFailure: Record<DeliveryReason, ReturnType<typeof decideRetry>> = {

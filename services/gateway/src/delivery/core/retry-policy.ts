@@ -1,5 +1,5 @@
 import { HermesError } from "@hermes/common/pure";
-import type { DeliveryReason } from "./reasons.js";
+import type { DeliveryReason } from "@hermes/contract";
 
 /** A delivery turn runs at most twice: the first attempt and one retry. */
 export const MAX_DELIVERY_ATTEMPTS = 2;

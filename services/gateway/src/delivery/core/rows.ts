@@ -1,5 +1,6 @@
+import type { DeliveryEnvelope } from "@hermes/contract/envelope";
 import { botChatOrigin, routingKey } from "../../identity/core/routing-key.js";
-import { attributedMessage, type DeliveryEnvelope, payloadFingerprint } from "./envelope.js";
+import { attributedMessage, payloadFingerprint } from "./envelope.js";
 import { createRecord, type DeliveryRecord } from "./receipt.js";
 import type { Route } from "./targets.js";
 

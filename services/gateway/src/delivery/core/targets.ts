@@ -1,4 +1,5 @@
-import { DEFAULT_PROFILE, HermesError } from "@hermes/common/pure";
+import { HermesError } from "@hermes/common/pure";
+import { DEFAULT_PROFILE, isValidName } from "@hermes/contract";
 
 /**
  * Message targets:
@@ -8,8 +9,6 @@ import { DEFAULT_PROFILE, HermesError } from "@hermes/common/pure";
  *   `<peer>`                  an A2A agent registered as a peer (one agent: no profile part)
  */
 export const TARGET_FORMS = ["<profile>", "<handle>@<connection>", "<peer>/<profile>"] as const;
-
-const NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
 export type ParsedTarget =
   | { form: "name"; name: string }
@@ -92,11 +91,11 @@ export function parseTarget(raw: string): ParsedTarget | { form: "invalid"; why:
   const slash = text.split("/");
   if (at.length === 2 && slash.length === 1) {
     const [handle, connection] = at as [string, string];
-    if (NAME.test(handle) && NAME.test(connection)) return { form: "relay", handle, connection };
+    if (isValidName(handle) && isValidName(connection)) return { form: "relay", handle, connection };
   } else if (slash.length === 2 && at.length === 1) {
     const [peer, profile] = slash as [string, string];
-    if (NAME.test(peer) && NAME.test(profile)) return { form: "peer", peer, profile };
-  } else if (at.length === 1 && slash.length === 1 && NAME.test(text)) {
+    if (isValidName(peer) && isValidName(profile)) return { form: "peer", peer, profile };
+  } else if (at.length === 1 && slash.length === 1 && isValidName(text)) {
     return { form: "name", name: text };
   }
   return { form: "invalid", why: `${JSON.stringify(raw)} is not a valid target` };

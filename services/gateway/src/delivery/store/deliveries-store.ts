@@ -1,6 +1,6 @@
 import type { Db } from "@hermes/common";
-import type { DeliveryReason } from "../core/reasons.js";
-import type { DeliveryRecord, ReceiptState } from "../core/receipt.js";
+import type { DeliveryReason, ReceiptState } from "@hermes/contract";
+import type { DeliveryRecord } from "../core/receipt.js";
 import type { IngressRow, IngressSource, OutboxRow } from "../core/rows.js";
 import type { Route } from "../core/targets.js";
 

@@ -3,7 +3,6 @@ import {
   apiKeyProblem,
   assertApiKey,
   canonicalOrigin,
-  DEFAULT_PROFILE,
   describeListen,
   envValue,
   HermesError,
@@ -16,9 +15,9 @@ import {
   resolveListenAddress,
   validateConfig,
 } from "@hermes/common";
+import { DEFAULT_PROFILE, DEFAULT_TTL_SECONDS, GATEWAY_ID_RULE, MAX_TTL_SECONDS, messageLength } from "@hermes/contract";
 import { z } from "zod";
 import { DESCRIPTION_MAX, TITLE_MAX } from "../../botmode/core/profile-meta.js";
-import { messageLength } from "../../delivery/core/envelope.js";
 import { telegramPlatformSchema } from "../../platforms/telegram/core/config.js";
 import { DEFAULT_LINGER } from "../../rooms/core/commit-linger.js";
 import type { HermesHome } from "../store/home.js";
@@ -132,10 +131,7 @@ export const gatewayConfigSchema = modelConfigSchema
     platforms: z.object({ telegram: telegramPlatformSchema.optional() }).catchall(platformSection).optional(),
     gateway: z
       .object({
-        id: z
-          .string()
-          .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, "letters, digits, '.', '_' and '-' (1-64)")
-          .optional(),
+        id: z.string().regex(new RegExp(GATEWAY_ID_RULE), "letters, digits, '.', '_' and '-' (1-64)").optional(),
         grpc: hostPort.optional(),
         http: hostPort.optional(),
         api_key: z
@@ -223,12 +219,7 @@ export const gatewayConfigSchema = modelConfigSchema
     delivery: z
       .object({
         max_parallel_targets: z.number().int().min(1).max(256).optional(),
-        ttl_seconds: z
-          .number()
-          .int()
-          .min(1)
-          .max(7 * 86_400)
-          .optional(),
+        ttl_seconds: z.number().int().min(1).max(MAX_TTL_SECONDS).optional(),
         turn_timeout_seconds: z.number().positive().max(86_400).optional(),
         retry_delay_seconds: z.number().min(0).max(3600).optional(),
         peer_timeout_seconds: z.number().positive().max(86_400).optional(),
@@ -469,7 +460,7 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
     },
     delivery: {
       maxParallelTargets: file.delivery?.max_parallel_targets ?? 8,
-      ttlSeconds: file.delivery?.ttl_seconds ?? 900,
+      ttlSeconds: file.delivery?.ttl_seconds ?? DEFAULT_TTL_SECONDS,
       turnTimeoutMs: (file.delivery?.turn_timeout_seconds ?? 600) * 1000,
       retryDelayMs: (file.delivery?.retry_delay_seconds ?? 1) * 1000,
       peerTimeoutMs: (file.delivery?.peer_timeout_seconds ?? 1800) * 1000,

@@ -2,16 +2,8 @@ import { randomBytes } from "node:crypto";
 import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
-import {
-  DEFAULT_PROFILE,
-  envValue,
-  HermesError,
-  isValidProfileName,
-  NODE_WRITE_FS,
-  type WriteFs,
-  writeFileAtomic,
-  writingTo,
-} from "@hermes/common/client";
+import { envValue, HermesError, NODE_WRITE_FS, type WriteFs, writeFileAtomic, writingTo } from "@hermes/common/client";
+import { DEFAULT_PROFILE, isValidProfileName } from "@hermes/contract";
 
 /** Files whose presence marks a profile directory as a real profile (not a stray folder). */
 const PROFILE_MARKERS = ["config.yaml", "profile.yaml", ".env", "state.db", "SOUL.md"];
@@ -26,7 +18,7 @@ export function defaultHomePath(): string {
 }
 
 /**
- * The HERMES_HOME layout (docs/ARCHITECTURE.md "Home and state") and the single gate for writes
+ * The HERMES_HOME layout (home/README.md) and the single gate for writes
  * under it: every directory creation and file write goes through `mkdir`/`writeFile`/`writeJson`,
  * which refuse to (re)create anything inside a deleted or missing named profile (the tombstone
  * guard). A full disk is `disk_full`.

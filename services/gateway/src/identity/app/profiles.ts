@@ -1,16 +1,7 @@
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
-import {
-  assertProfileName,
-  type Clock,
-  type Db,
-  DEFAULT_PROFILE,
-  databaseError,
-  HermesError,
-  isoTime,
-  readYamlFile,
-  toHermesError,
-} from "@hermes/common";
+import { type Clock, type Db, databaseError, HermesError, isoTime, readYamlFile, toHermesError } from "@hermes/common";
+import { assertProfileName, DEFAULT_PROFILE } from "@hermes/contract";
 import { stringify as toYaml } from "yaml";
 import { clonedLook, metaAfterRename, type ProfileMetaView, profileMetaView } from "../../botmode/core/profile-meta.js";
 import type { Section } from "../../botmode/core/sections.js";
@@ -342,7 +333,7 @@ export class ProfileService {
       throw new HermesError("already_exists", `profile ${newName} already exists; nothing was changed`, { data: { profile: newName } });
     }
     // Turns running under the old name are not stopped: they are bound to their session, and
-    // write through the forwarded handle into the moved folder (ARCHITECTURE.md, "A rename").
+    // write through the forwarded handle into the moved folder (identity/README.md, "A rename").
     this.profileDbs.renamed(oldName, newName);
     if (this.home.isTombstoned(newName)) rmSync(this.home.profileDir(newName), { recursive: true, force: true });
     rmSync(this.home.tombstonePath(newName), { force: true });

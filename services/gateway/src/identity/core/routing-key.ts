@@ -1,4 +1,4 @@
-import { DEFAULT_PROFILE } from "@hermes/common/pure";
+import { DEFAULT_PROFILE } from "@hermes/contract";
 
 /** A session's routing key: `agent:<profile>:<platform>:<chat_type>:<chat_id>[:<thread_id>]`. */
 export interface RoutingOrigin {

@@ -1,11 +1,11 @@
 import { type Clock, HermesError, isoTime } from "@hermes/common";
+import { RECEIPT_STATES } from "@hermes/contract";
 import { z } from "zod";
 import type { A2aStatus } from "../../a2a/app/a2a-status.js";
 import type { ChatService } from "../../agents/app/chat.js";
 import type { ConsoleSessions } from "../../console/api/console-sessions.js";
 import type { DeliveryService } from "../../delivery/app/delivery-service.js";
 import { receiptToWire } from "../../delivery/app/receipt-wire.js";
-import { RECEIPT_STATES } from "../../delivery/core/receipt.js";
 import { parseParams } from "../../rooms/api/methods.js";
 import type { RoomsService } from "../../rooms/app/rooms-service.js";
 import type { MeshObserver } from "../app/mesh-observer.js";

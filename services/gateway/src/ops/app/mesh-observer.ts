@@ -1,4 +1,5 @@
 import { type Clock, isoTime, type PeerChannel, PeerChannels, toHermesError } from "@hermes/common";
+import { DEFAULT_PROFILE } from "@hermes/contract";
 import { GatewayServiceClient, type GatewayStatus } from "@hermes/proto/hermes/v1/gateway";
 import { type Room, RoomServiceClient } from "@hermes/proto/hermes/v1/rooms";
 import type { ProfileService } from "../../identity/app/profiles.js";
@@ -43,8 +44,6 @@ export interface MeshObserverDeps {
 const OBSERVATION_TTL_MS = 2_000;
 /** Deadline of each call to a peer: an unreachable peer costs one status refresh this long at most. */
 const PEER_CALL_TIMEOUT_MS = 3_000;
-
-const DEFAULT_PROFILE = "default";
 
 function copyOfView(r: RoomView, known_latest_seq: number | null, following: string | null): RoomCopy {
   return {

@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
-import { assertApiKey, assertProfileName, DEFAULT_PROFILE, HermesError, parseGrpcUrl, peerKeyVariable } from "@hermes/common";
+import { assertApiKey, HermesError, parseGrpcUrl, peerKeyVariable } from "@hermes/common";
+import { assertProfileName, DEFAULT_PROFILE } from "@hermes/contract";
 import { type Document, isMap, isScalar, parseDocument } from "yaml";
 import type { ModelConfigSource } from "../../agents/app/model-config.js";
 import type { HermesHome } from "../../home/store/home.js";

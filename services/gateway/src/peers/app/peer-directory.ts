@@ -1,4 +1,5 @@
-import { DEFAULT_PROFILE, type PeerLookup, peerKeyVariable } from "@hermes/common";
+import { type PeerLookup, peerKeyVariable } from "@hermes/common";
+import { DEFAULT_PROFILE } from "@hermes/contract";
 import type { ModelConfigSource } from "../../agents/app/model-config.js";
 
 /** Where peers are and their keys: `bot_peers.<name>.url` in config.yaml, `HERMES_PEER_<NAME>_KEY` in HERMES_HOME/.env. */

@@ -1,13 +1,12 @@
 import { createHash } from "node:crypto";
-import { assertProfileName, DEFAULT_PROFILE, HermesError, PROFILE_NAME_RULE } from "@hermes/common/pure";
+import { HermesError } from "@hermes/common/pure";
+import { assertProfileName, DEFAULT_PROFILE, GATEWAY_ID_RULE, messageLength, PROFILE_NAME_RULE } from "@hermes/contract";
 import { z } from "zod";
-import { messageLength } from "../../delivery/core/envelope.js";
 
 /** Longest peer message, in characters (code points): a long task description, not a file transfer. */
 export const PEER_INPUT_LIMIT_CHARS = 64_000;
 /** Explicit idempotency keys: 1–255 characters, no CR, LF or NUL. */
 export const IDEMPOTENCY_KEY_MAX_CHARS = 255;
-const GATEWAY_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const SENDER_NAME_MAX_CHARS = 200;
 
 /** A validated request to run one turn in a canonical Bot Chat of this gateway. */
@@ -71,7 +70,9 @@ const rawRunRequestSchema = z.object({
   profile: z.string(),
   input: z.string(),
   sender_profile: z.string().min(1, "sender_profile is required: which bot sends it (CLI: -p NAME, default `default`)"),
-  sender_gateway: z.string().regex(GATEWAY_ID_RE, "the sender gateway id: letters, digits, '.', '_' and '-' (1-64 characters)"),
+  sender_gateway: z
+    .string()
+    .regex(new RegExp(GATEWAY_ID_RULE), "the sender gateway id: letters, digits, '.', '_' and '-' (1-64 characters)"),
   sender_name: z.string().refine((v) => messageLength(v) <= SENDER_NAME_MAX_CHARS, `at most ${SENDER_NAME_MAX_CHARS} characters`),
   idempotency_key: z.string(),
 });

@@ -1,5 +1,5 @@
 import { HermesError, isoTime } from "@hermes/common/pure";
-import type { DeliveryReason } from "../../delivery/core/reasons.js";
+import type { DeliveryReason } from "@hermes/contract";
 
 /**
  * Peer runs: one turn in a profile's canonical Bot Chat, started by another gateway.

@@ -1,5 +1,5 @@
 import { type Db, statement } from "@hermes/common";
-import { type DeliveryReason, isDeliveryReason } from "../../delivery/core/reasons.js";
+import { type DeliveryReason, toReceiptReason } from "@hermes/contract";
 import type { RunKind, RunRecord, RunState } from "../core/run.js";
 
 interface RawRun {
@@ -26,7 +26,7 @@ const COLUMNS =
   "run_id, kind, status, profile, session_id, sender_profile, sender_gateway, sender_name, input, fingerprint, idempotency_key, reply, reason, error, created_at, started_at, ended_at";
 
 function fromRow(row: RawRun): RunRecord {
-  const reason: DeliveryReason | null = row.reason === null ? null : isDeliveryReason(row.reason) ? row.reason : "unknown";
+  const reason: DeliveryReason | null = row.reason === null ? null : toReceiptReason(row.reason);
   return { ...row, reason };
 }
 

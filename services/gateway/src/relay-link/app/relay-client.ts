@@ -12,6 +12,7 @@ import {
   toHermesError,
   toWireError,
 } from "@hermes/common";
+import { ttlDeadline, ttlExpired } from "@hermes/contract";
 import type { DeliveryEnvelope, Receipt as WireReceipt } from "@hermes/proto/hermes/v1/delivery";
 import {
   type GatewayFrame,
@@ -342,9 +343,8 @@ export class RelayClient {
     const existing = this.pending.get(id);
     if (existing) return existing.promise;
     // Until the relay takes it, the envelope's own TTL bounds the wait (the relay would expire it too).
-    const expires = Date.parse(frame.envelope.created_at) + frame.envelope.ttl_seconds * 1000;
-    const untilExpiry = Math.max(0, expires - this.options.clock.now());
-    if (untilExpiry === 0) {
+    const deadline = ttlDeadline(frame.envelope);
+    if (ttlExpired(deadline, this.options.clock.now())) {
       // A retry that starts after the TTL ran out: nothing to do with the relay, so it is not blamed.
       return Promise.reject(
         new HermesError(
@@ -360,18 +360,26 @@ export class RelayClient {
       reject = rej;
     });
     const p: PendingSend = { frame, acked: false, promise, resolve, reject, timer: undefined };
-    p.timer = setTimeout(() => {
-      if (p.acked) return;
-      this.settle(
-        id,
-        undefined,
-        new HermesError(
-          "queued_expired",
-          `the relay (${this.url}) could not be reached within the delivery's TTL of ${frame.envelope.ttl_seconds} s`,
-        ),
+    // The timer says when to look; the TTL rule says whether it has run out (a timer may fire a moment early).
+    const expireAtDeadline = () => {
+      p.timer = setTimeout(
+        () => {
+          if (p.acked) return;
+          if (!ttlExpired(deadline, this.options.clock.now())) return expireAtDeadline();
+          this.settle(
+            id,
+            undefined,
+            new HermesError(
+              "queued_expired",
+              `the relay (${this.url}) could not be reached within the delivery's TTL of ${frame.envelope.ttl_seconds} s`,
+            ),
+          );
+        },
+        Math.max(1, deadline - this.options.clock.now()),
       );
-    }, untilExpiry);
-    p.timer.unref?.();
+      p.timer.unref?.();
+    };
+    expireAtDeadline();
     this.pending.set(id, p);
     if (signal) {
       p.signal = signal;

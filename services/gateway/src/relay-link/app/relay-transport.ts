@@ -1,7 +1,7 @@
 import { HermesError } from "@hermes/common";
+import type { DeliveryEnvelope } from "@hermes/contract/envelope";
 import { receiptFromWire } from "../../delivery/app/receipt-wire.js";
 import type { DeliveryTransport, TransportOptions } from "../../delivery/app/transports.js";
-import type { DeliveryEnvelope } from "../../delivery/core/envelope.js";
 import type { Receipt } from "../../delivery/core/receipt.js";
 import type { Route } from "../../delivery/core/targets.js";
 import type { RelayClient } from "./relay-client.js";

@@ -1,4 +1,5 @@
-import { HermesError, isValidGatewayId, isValidId, type ServiceHandlers } from "@hermes/common";
+import { HermesError, type ServiceHandlers } from "@hermes/common";
+import { isValidGatewayId, isValidId } from "@hermes/contract";
 import type { QuorumServiceServer } from "@hermes/proto/hermes/v1/quorum";
 import type { QuorumAcks } from "../app/quorum/quorum-acks.js";
 

@@ -1,8 +1,8 @@
 import { type Clock, HermesError, type Logger, settlesWithin, toHermesError } from "@hermes/common";
+import { isDeliveryReason } from "@hermes/contract";
 import PQueue from "p-queue";
 import { Counter, Gauge, type Registry } from "prom-client";
 import { attemptFailure } from "../../delivery/app/failure.js";
-import { isDeliveryReason } from "../../delivery/core/reasons.js";
 import {
   type DiscussionLimits,
   isPass,

@@ -1,4 +1,4 @@
-import { ID_RULE } from "@hermes/common/pure";
+import { ID_RULE } from "@hermes/contract";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { canonicalJson } from "./canonical-json.js";

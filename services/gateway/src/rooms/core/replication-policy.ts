@@ -1,4 +1,4 @@
-import { isValidGatewayId } from "@hermes/common/pure";
+import { isValidGatewayId } from "@hermes/contract";
 import { type Refusal, refusal } from "./refusal.js";
 import type { Checked } from "./validation.js";
 

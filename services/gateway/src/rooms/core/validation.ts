@@ -1,4 +1,4 @@
-import { ID_RULE } from "@hermes/common/pure";
+import { ID_RULE } from "@hermes/contract";
 import { z } from "zod";
 import { canonicalJson, NotJsonError, utf8Bytes } from "./canonical-json.js";
 import {

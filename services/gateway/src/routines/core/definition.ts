@@ -1,4 +1,5 @@
-import { assertProfileName, HermesError } from "@hermes/common/pure";
+import { HermesError } from "@hermes/common/pure";
+import { assertProfileName } from "@hermes/contract";
 import { checkGraceSeconds, checkMisfirePolicy, DEFAULT_GRACE_SECONDS, DEFAULT_MISFIRE, type MisfirePolicy } from "./misfire.js";
 import { checkPrompt } from "./prompt.js";
 import { checkRoutineName, jobLabel, routineNameKey } from "./routine-name.js";

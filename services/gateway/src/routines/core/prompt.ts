@@ -1,6 +1,6 @@
 import { HermesError } from "@hermes/common/pure";
+import { MESSAGE_LIMIT_CHARS, messageLength } from "@hermes/contract";
 import { describeType } from "../../botmode/core/labels.js";
-import { MESSAGE_LIMIT_CHARS, messageLength } from "../../delivery/core/envelope.js";
 
 /**
  * A routine's prompt is the message of its turn, so it has the message limit (16,000 characters,

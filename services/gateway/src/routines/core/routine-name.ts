@@ -1,4 +1,5 @@
-import { assertProfileName, HermesError } from "@hermes/common/pure";
+import { HermesError } from "@hermes/common/pure";
+import { assertProfileName } from "@hermes/contract";
 import { checkLabel, describeType, labelKey } from "../../botmode/core/labels.js";
 
 /**

@@ -1,6 +1,6 @@
+import { DELIVERY_REASONS } from "@hermes/contract";
 import { describe, expect, it } from "vitest";
 import { thrownHermesError } from "../../../test/support/hermes-errors.js";
-import { DELIVERY_REASONS } from "../../delivery/core/reasons.js";
 import { failRun, interruptedRun, type RoutineRun, routineTurnMessage, settleRun } from "./run.js";
 
 describe("runs", () => {

@@ -1,5 +1,5 @@
 import { HermesError, isoTime } from "@hermes/common/pure";
-import type { DeliveryReason } from "../../delivery/core/reasons.js";
+import type { DeliveryReason } from "@hermes/contract";
 import { type JobRef, jobLabel } from "./routine-name.js";
 
 /**

@@ -1,5 +1,5 @@
 import { type Db, statement } from "@hermes/common";
-import { type DeliveryReason, isDeliveryReason } from "../../delivery/core/reasons.js";
+import { type DeliveryReason, toReceiptReason } from "@hermes/contract";
 import type { MisfirePolicy } from "../core/misfire.js";
 import type { RoutineRun, RoutineRunState, RoutineTrigger } from "../core/run.js";
 
@@ -49,7 +49,7 @@ function routineOf(raw: RawRoutine): RoutineRow {
 }
 
 function runOf(raw: RawRun): RunRow {
-  const reason: DeliveryReason | null = raw.reason === null ? null : isDeliveryReason(raw.reason) ? raw.reason : "unknown";
+  const reason: DeliveryReason | null = raw.reason === null ? null : toReceiptReason(raw.reason);
   return { ...raw, reason };
 }
 

@@ -1,12 +1,11 @@
 import type { Metadata } from "@grpc/grpc-js";
 import { bearerToken, type Clock, HermesError, isoTime, type Logger, type Metrics } from "@hermes/common";
+import { assertConnectionName, MAX_ENVELOPE_BYTES } from "@hermes/contract";
 import type { DeliveryBroker } from "../../deliveries/app/broker.js";
-import { MAX_ENVELOPE_BYTES } from "../../deliveries/core/envelope.js";
 import type { RelaySettings } from "../../home/app/config.js";
 import type { RelayMetrics } from "../../home/app/relay-metrics.js";
 import type { RelayStore } from "../../home/store/relay-store.js";
 import { hashKey } from "../../keys/core/keys.js";
-import { assertConnectionName } from "../../roster/core/names.js";
 import type { RosterBook, RosterBot } from "../../roster/core/roster.js";
 import type { TunnelRouter } from "../../tunnel/app/tunnel-router.js";
 import type { GatewaySession, SessionTable } from "./sessions.js";

@@ -1,15 +1,16 @@
 import { type Clock, HermesError, type Logger, toHermesError } from "@hermes/common";
 import { LaneScheduler } from "@hermes/common/pure";
+import { ttlExpired } from "@hermes/contract";
 import { ackFrame, deliverFrame, outcomeFrame } from "../../connections/app/frames.js";
 import type { SessionTable } from "../../connections/app/sessions.js";
 import type { RelayMetrics } from "../../home/app/relay-metrics.js";
 import type { RelayStore } from "../../home/store/relay-store.js";
-import { laneKey } from "../../roster/core/names.js";
 import {
   applyResult,
   decideSend,
   expireIfDue,
   forward,
+  laneKey,
   type NewDelivery,
   type Outcome,
   outcomeLabel,
@@ -17,7 +18,7 @@ import {
   requeue,
   targetLost,
 } from "../core/deliveries.js";
-import type { SendRequest } from "../core/envelope.js";
+import type { SendRequest } from "../core/send.js";
 
 export interface BrokerDeps {
   store: RelayStore;
@@ -267,7 +268,7 @@ export class DeliveryBroker {
   sweep(): void {
     const now = this.deps.clock.now();
     for (const [id, at] of [...this.expiries]) {
-      if (now < at || this.lanes.isRunning(id)) continue;
+      if (!ttlExpired(at, now) || this.lanes.isRunning(id)) continue;
       const record = this.lookup(id);
       this.expiries.delete(id);
       this.lanes.remove(id);

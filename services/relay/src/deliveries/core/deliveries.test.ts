@@ -10,7 +10,7 @@ import {
   requeue,
   targetLost,
 } from "./deliveries.js";
-import type { SendRequest } from "./envelope.js";
+import type { SendRequest } from "./send.js";
 
 const T0 = Date.parse("2030-01-01T00:00:00.000Z");
 

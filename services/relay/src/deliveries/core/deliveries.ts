@@ -1,5 +1,8 @@
+import { createHash } from "node:crypto";
 import { HermesError } from "@hermes/common/pure";
-import { expiresAt, payloadFingerprint, type RelayEnvelope, type SendRequest } from "./envelope.js";
+import { idempotencyPayload, type ReceiptState, ttlDeadline, ttlExpired } from "@hermes/contract";
+import type { DeliveryEnvelope } from "@hermes/contract/envelope";
+import type { SendRequest } from "./send.js";
 
 /**
  * A delivery as the relay holds it:
@@ -44,7 +47,7 @@ export interface RelayDelivery {
   target_connection: string;
   target_handle: string;
   sender_name: string;
-  envelope: RelayEnvelope;
+  envelope: DeliveryEnvelope;
   state: RelayDeliveryState;
   /** How many times the relay has forwarded it. */
   forwards: number;
@@ -56,6 +59,16 @@ export interface RelayDelivery {
 }
 
 export type NewDelivery = Omit<RelayDelivery, "seq">;
+
+/** The per-target lane key: one ordered lane per bot (connection + handle), as upstream keys them. */
+export function laneKey(connection: string, handle: string): string {
+  return `${connection}\u0000${handle}`;
+}
+
+/** "The same payload" for idempotency, as every hop defines it (idempotencyPayload), hashed. */
+export function payloadFingerprint(envelope: Pick<DeliveryEnvelope, "from_profile" | "from_gateway" | "target" | "message">): string {
+  return createHash("sha256").update(idempotencyPayload(envelope), "utf8").digest("hex");
+}
 
 /** Builds the record of a newly accepted send. */
 export function newDelivery(sender: string, send: SendRequest, now: number): NewDelivery {
@@ -70,7 +83,8 @@ export function newDelivery(sender: string, send: SendRequest, now: number): New
     state: "queued",
     forwards: 0,
     accepted_at: now,
-    expires_at: expiresAt(send.envelope, now),
+    // The TTL counts from the relay's clock when the sender's runs ahead.
+    expires_at: ttlDeadline(send.envelope, now),
     updated_at: now,
     outcome: null,
   };
@@ -154,7 +168,7 @@ export function requeue(record: RelayDelivery, now: number): RelayDelivery {
 
 /** A queued delivery past its TTL ends with `queued_expired` (a receipt in state `expired`). */
 export function expireIfDue(record: RelayDelivery, now: number): RelayDelivery {
-  if (record.state !== "queued" || now < record.expires_at) return record;
+  if (record.state !== "queued" || !ttlExpired(record.expires_at, now)) return record;
   const ttl = record.envelope.ttl_seconds;
   return {
     ...record,
@@ -165,7 +179,7 @@ export function expireIfDue(record: RelayDelivery, now: number): RelayDelivery {
         delivery_id: record.delivery_id,
         from: `${record.envelope.from_profile}@${record.envelope.from_gateway}`,
         target: record.envelope.target,
-        state: "expired",
+        state: "expired" satisfies ReceiptState,
         reason: "queued_expired",
         error: `not delivered within its TTL of ${ttl} s: the gateway of connection ${record.target_connection} did not take it in time`,
         attempts: 0,

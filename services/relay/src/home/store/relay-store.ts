@@ -1,7 +1,7 @@
 import { type Db, HermesError, openDatabase } from "@hermes/common";
+import type { DeliveryEnvelope } from "@hermes/contract/envelope";
 import type Database from "better-sqlite3";
 import type { NewDelivery, Outcome, RelayDelivery, RelayDeliveryState } from "../../deliveries/core/deliveries.js";
-import type { RelayEnvelope } from "../../deliveries/core/envelope.js";
 import type { RosterBot, StoredConnection } from "../../roster/core/roster.js";
 import { RELAY_MIGRATIONS } from "./migrations.js";
 
@@ -38,7 +38,7 @@ function fromRow(row: DeliveryRow): RelayDelivery {
     target_connection: row.target_connection,
     target_handle: row.target_handle,
     sender_name: row.sender_name,
-    envelope: JSON.parse(row.envelope_json) as RelayEnvelope,
+    envelope: JSON.parse(row.envelope_json) as DeliveryEnvelope,
     state: row.state,
     forwards: row.forwards,
     accepted_at: row.accepted_at,

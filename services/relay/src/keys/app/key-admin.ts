@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { type Clock, isoTime } from "@hermes/common";
+import { assertConnectionName } from "@hermes/contract";
 import type { ConnectionInfo } from "@hermes/proto/hermes/v1/relay";
 import type { RelayStore } from "../../home/store/relay-store.js";
-import { assertConnectionName } from "../../roster/core/names.js";
 import { hashKey, newConnectionKey } from "../core/keys.js";
 
 /** Connection keys on a relay database: what both the running relay and `hermes relay key` (relay stopped) use. */

@@ -1,6 +1,6 @@
 import { HermesError } from "@hermes/common/pure";
+import { NAME_RULE } from "@hermes/contract";
 import { z } from "zod";
-import { NAME_RULE } from "./names.js";
 
 /** One bot as its gateway announces it. `handle` is the profile name there. */
 export interface RosterBot {

@@ -3,7 +3,7 @@ import { type Db, HermesError, type Migration } from "@hermes/common";
 /**
  * Profile ids: a profile's name becomes an attribute of one `profiles` row (`id`, `name` UNIQUE),
  * and the two big identity tables store the id instead of the name, so a rename changes one row
- * instead of every session and routing entry (ARCHITECTURE.md, "Identity: the registry and a rename").
+ * instead of every session and routing entry (identity/README.md, "Profile ids").
  *
  * - `session_records`: `sessions` with `profile_id` for `profile_name`, `chat_key` for the session
  *   key (the key without its `agent:<name>:` prefix) and the origin without its `profile`;

@@ -1,4 +1,5 @@
-import { DEFAULT_PROFILE, HermesError, PROFILE_NAME_RULE, validateConfig } from "@hermes/common/pure";
+import { HermesError, validateConfig } from "@hermes/common/pure";
+import { DEFAULT_PROFILE, PROFILE_NAME_RULE } from "@hermes/contract";
 import { z } from "zod";
 import type { ChannelOverride } from "../../../agents/core/channel-overrides.js";
 

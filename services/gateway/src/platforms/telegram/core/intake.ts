@@ -1,6 +1,6 @@
 import { HermesError } from "@hermes/common/pure";
+import { MESSAGE_LIMIT_CHARS, messageLength } from "@hermes/contract";
 import { type ModelCommand, parseModelCommand } from "../../../agents/core/channel-overrides.js";
-import { MESSAGE_LIMIT_CHARS, messageLength } from "../../../delivery/core/envelope.js";
 import { isChatAllowed, type TelegramPlatformConfig } from "./config.js";
 
 export type TelegramChatType = "private" | "group" | "supergroup" | "channel";

@@ -41,10 +41,37 @@ export function assertId(id: string, what: string): string {
   return id;
 }
 
-/** Gateway ids: letters, digits, ".", "_" and "-", 1-64 characters (rooms name their authority by it). */
+/**
+ * Gateway ids, as a gateway names itself (config, its hello to the relay): letters, digits, ".",
+ * "_" and "-", 1-64 characters, upper case allowed. Rooms name their authority and members'
+ * gateways by it, and the relay's roster carries it.
+ */
 export const GATEWAY_ID_RULE = "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$";
 const GATEWAY_ID_RE = new RegExp(GATEWAY_ID_RULE);
 
 export function isValidGatewayId(id: unknown): id is string {
   return typeof id === "string" && GATEWAY_ID_RE.test(id);
+}
+
+/**
+ * Relay connection names and bot handles, as they appear in `<handle>@<connection>` targets
+ * (lower-case letters, digits, `.`, `_`, `-`; 1-64 characters, starting with a letter or digit).
+ * No `/` or `@`, so a target splits unambiguously.
+ */
+export const NAME_RULE = "^[a-z0-9][a-z0-9._-]{0,63}$";
+const NAME_RE = new RegExp(NAME_RULE);
+
+export function isValidName(name: string): boolean {
+  return NAME_RE.test(name);
+}
+
+export function assertConnectionName(name: string): string {
+  if (!isValidName(name)) {
+    throw new HermesError(
+      "invalid_name",
+      `invalid connection name ${JSON.stringify(name)}: it must match ${NAME_RULE} (lower-case letters, digits, ".", "_" and "-", 1-64 characters)`,
+      { data: { name, rule: NAME_RULE } },
+    );
+  }
+  return name;
 }

@@ -1,5 +1,7 @@
+import { MAX_ENVELOPE_BYTES, MESSAGE_LIMIT_CHARS } from "@hermes/contract";
 import { describe, expect, it } from "vitest";
-import { MAX_ENVELOPE_BYTES, MESSAGE_LIMIT_CHARS, parseSend, payloadFingerprint } from "./envelope.js";
+import { payloadFingerprint } from "./deliveries.js";
+import { parseSend } from "./send.js";
 
 const valid = {
   envelope: {
