@@ -3,16 +3,8 @@ import { AgentCard, formatSSEErrorEvent, formatSSEEvent, SSE_HEADERS } from "@a2
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import { ERROR_INFO_TYPE } from "@a2a-js/sdk/errors";
 import { JsonRpcTransportHandler, ServerCallContext } from "@a2a-js/sdk/server";
-import {
-  bearerToken,
-  DEFAULT_PROFILE,
-  type ErrorReason,
-  HermesError,
-  type Logger,
-  originAllowed,
-  type RouteHandler,
-  toHermesError,
-} from "@hermes/common";
+import { bearerToken, type ErrorReason, HermesError, type Logger, originAllowed, type RouteHandler, toHermesError } from "@hermes/common";
+import { DEFAULT_PROFILE } from "@hermes/contract";
 import type { ModelConfigSource } from "../../agents/app/model-config.js";
 import { readBody } from "../../api/http/read-body.js";
 import type { ProfileService } from "../../identity/app/profiles.js";

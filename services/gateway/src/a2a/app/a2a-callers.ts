@@ -1,4 +1,5 @@
-import { apiKeyProblem, DEFAULT_PROFILE, type KeyRing, type Logger, secretsEqual } from "@hermes/common";
+import { apiKeyProblem, type KeyRing, type Logger, secretsEqual } from "@hermes/common";
+import { DEFAULT_PROFILE } from "@hermes/contract";
 import type { ModelConfigSource } from "../../agents/app/model-config.js";
 import type { A2aCaller } from "../core/task.js";
 

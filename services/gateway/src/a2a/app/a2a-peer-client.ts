@@ -1,4 +1,5 @@
-import { DEFAULT_PROFILE, HermesError, peerKeyVariable, toHermesError } from "@hermes/common";
+import { HermesError, peerKeyVariable, toHermesError } from "@hermes/common";
+import { DEFAULT_PROFILE } from "@hermes/contract";
 import type { ModelConfigSource } from "../../agents/app/model-config.js";
 import { type AgentOutcome, agentOutcome, SENDER_METADATA_KEY } from "../core/wire.js";
 

@@ -1,7 +1,7 @@
 import { type Clock, HermesError, isoTime } from "@hermes/common";
+import { toReceiptReason } from "@hermes/contract";
+import type { DeliveryEnvelope } from "@hermes/contract/envelope";
 import type { DeliveryTransport, TransportOptions } from "../../delivery/app/transports.js";
-import type { DeliveryEnvelope } from "../../delivery/core/envelope.js";
-import { isDeliveryReason } from "../../delivery/core/reasons.js";
 import type { Receipt } from "../../delivery/core/receipt.js";
 import type { Route } from "../../delivery/core/targets.js";
 import { A2aPeerClient, type A2aPeerDirectory } from "./a2a-peer-client.js";
@@ -51,7 +51,7 @@ export class A2aPeerTransport implements DeliveryTransport {
           return {
             ...receipt,
             state: "failed",
-            reason: isDeliveryReason(outcome.reason) ? outcome.reason : "unknown",
+            reason: toReceiptReason(outcome.reason),
             error: outcome.error,
           };
         case "canceled":

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { HermesError, isoTime } from "@hermes/common/pure";
-import type { DeliveryReason } from "../../delivery/core/reasons.js";
+import type { DeliveryReason } from "@hermes/contract";
 
 /**
  * An A2A task: one message from an A2A caller, run as one turn in a bot's canonical Bot Chat.

@@ -1,7 +1,6 @@
 import { HermesError } from "@hermes/common/pure";
+import { isDeliveryReason, messageLength } from "@hermes/contract";
 import { z } from "zod";
-import { messageLength } from "../../delivery/core/envelope.js";
-import { isDeliveryReason } from "../../delivery/core/reasons.js";
 import { isTerminalTask, type TaskRecord, type TaskState } from "./task.js";
 
 /**

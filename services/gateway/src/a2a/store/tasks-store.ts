@@ -1,5 +1,5 @@
 import { type Db, statement } from "@hermes/common";
-import { type DeliveryReason, isDeliveryReason } from "../../delivery/core/reasons.js";
+import { type DeliveryReason, toReceiptReason } from "@hermes/contract";
 import type { TaskRecord, TaskState } from "../core/task.js";
 
 type RawTask = Omit<TaskRecord, "reason" | "waiting_for"> & { reason: string | null };
@@ -8,7 +8,7 @@ const COLUMNS =
   "task_id, profile, session_id, context_id, caller, message_id, fingerprint, state, input, message_json, reply, reason, error, created_at, updated_at, ended_at";
 
 function fromRow(row: RawTask): TaskRecord {
-  const reason: DeliveryReason | null = row.reason === null ? null : isDeliveryReason(row.reason) ? row.reason : "unknown";
+  const reason: DeliveryReason | null = row.reason === null ? null : toReceiptReason(row.reason);
   return { ...row, reason, waiting_for: null };
 }
 
