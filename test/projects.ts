@@ -58,6 +58,8 @@ export const PROCESS_TESTS = [
   "services/gateway/test/api/grpc-fuzz.test.ts",
   "services/gateway/test/api/memory-bounds.test.ts",
   "services/gateway/test/peers/peers-restart.test.ts",
+  "services/gateway/test/a2a/a2a-serve.test.ts",
+  "services/gateway/test/a2a/a2a-peers.test.ts",
   "services/gateway/test/rooms/quorum-failover.test.ts",
   "services/gateway/test/relay-link/relay-crash.test.ts",
   "services/gateway/test/rooms/rooms-migration-crash.test.ts",

@@ -91,6 +91,14 @@ describe("hermes status", () => {
     expect(human.stdout).toMatch(new RegExp(`${b.id} \\(this\\)`));
     expect(human.stdout).toMatch(/relay: none\ncoordinator: none/);
     expect(human.stdout).toMatch(new RegExp(`ops\\s+${b.id}\\s+replica\\s+1\\s+\\d+\\s+0\\s+passive`));
+    // The A2A cards this gateway serves (no tasks yet).
+    expect(human.stdout).toMatch(
+      /a2a: \d+ bot card\(s\), index http:\/\/127\.0\.0\.1:\d+\/\.well-known\/agent-card\.json; 0 task\(s\) running/,
+    );
+    const a2a = json<{ a2a: { cards: { profile: string; card_url: string }[]; tasks: unknown[] } }>(r).a2a;
+    expect(a2a.cards.map((c) => c.profile)).toContain("default");
+    expect(a2a.cards[0]!.card_url).toMatch(/\/a2a\/[a-z0-9_-]+\/\.well-known\/agent-card\.json$/);
+    expect(a2a.tasks).toEqual([]);
   });
 
   it("--watch --json prints one document per line until Ctrl-C, then exits 0", async () => {

@@ -107,13 +107,20 @@ describe("peer add, list, remove", () => {
     expect(list.code).toBe(0);
     expect(json(list)).toEqual({
       peers: [
-        { name: "my-vps", url: "grpc://203.0.113.5:7440", note: "the VPS", key_variable: "HERMES_PEER_MY_VPS_KEY", key_set: true },
-        { name: "old", url: "grpc://10.0.0.9:7440", note: null, key_variable: "HERMES_PEER_OLD_KEY", key_set: false },
+        {
+          name: "my-vps",
+          kind: "gateway",
+          url: "grpc://203.0.113.5:7440",
+          note: "the VPS",
+          key_variable: "HERMES_PEER_MY_VPS_KEY",
+          key_set: true,
+        },
+        { name: "old", kind: "gateway", url: "grpc://10.0.0.9:7440", note: null, key_variable: "HERMES_PEER_OLD_KEY", key_set: false },
       ],
     });
     const human = await hermes(["peer", "list"], { home });
-    expect(human.stdout).toMatch(/my-vps\s+grpc:\/\/203\.0\.113\.5:7440\s+HERMES_PEER_MY_VPS_KEY \(set\)\s+the VPS/);
-    expect(human.stdout).toMatch(/old\s+grpc:\/\/10\.0\.0\.9:7440\s+HERMES_PEER_OLD_KEY \(missing\)/);
+    expect(human.stdout).toMatch(/my-vps\s+gateway\s+grpc:\/\/203\.0\.113\.5:7440\s+HERMES_PEER_MY_VPS_KEY \(set\)\s+the VPS/);
+    expect(human.stdout).toMatch(/old\s+gateway\s+grpc:\/\/10\.0\.0\.9:7440\s+HERMES_PEER_OLD_KEY \(missing\)/);
     for (const out of [list.stdout, human.stdout]) expect(out).not.toContain("s3cret");
 
     // Adding again updates it (a new key, a new url).
@@ -145,7 +152,7 @@ describe("peer add, list, remove", () => {
       [["peer", "add", "vps", "--url", "grpc://h:1", "--key", "has space but long enough"], /contains whitespace/],
       // The one key rule of API_SERVER_KEY and gateway.api_key.
       [["peer", "add", "vps", "--url", "grpc://h:1", "--key", "short"], /is 5 characters long; at least 16/],
-      [["peer", "add", "vps"], /required option '--url <url>'/],
+      [["peer", "add", "vps"], /name the peer's URL once/],
       [["peer", "dm", "Bad/bob"], /invalid peer name/],
     ];
     for (const [args, message, env] of cases) {

@@ -152,6 +152,25 @@ describe("the web console", () => {
     await browser.screenshot(gw1, "deliveries");
   });
 
+  it("lists the A2A cards served and a task an A2A caller started", async () => {
+    const gateway = mesh.gw("gw-1").gateway;
+    const sent = await fetch(`http://${gateway.httpAddress}/a2a/alice/`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json", "a2a-version": "1.0" },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "SendMessage",
+        params: { message: { messageId: "console-a2a", role: "ROLE_USER", parts: [{ text: "hi" }] } },
+      }),
+    });
+    const task = ((await sent.json()) as { result: { task: { id: string } } }).result.task;
+    await view(gw1, "#/a2a");
+    await see(gw1.locator('table.a2a-cards tr[data-profile="alice"]')).toContainText("/a2a/alice/.well-known/agent-card.json");
+    await see(gw1.locator(`table.a2a-tasks tr[data-task="${task.id}"]`)).toContainText("completed");
+    await browser.screenshot(gw1, "a2a");
+  });
+
   it("draws the mesh: three gateways on the relay, gw-1 leading the lobby, each replica's lag", async () => {
     await view(gw1, "#/mesh");
     for (const g of ["gw-1", "gw-2", "gw-3"]) await see(gw1.locator(`svg [data-node="${g}"]`)).toBeVisible();

@@ -3,6 +3,7 @@
 // and prompt files. None of it starts a server, so the gateway daemon and its transports (etcd,
 // Telegram, the web console, JSON-RPC) stay unloaded: loading them was most of a command's start-up.
 
+export { type A2aAnswer, A2aPeerClient, type A2aPeerDirectory, a2aPeerDirectory } from "./a2a/app/a2a-peer-client.js";
 export { ModelConfigSource } from "./agents/app/model-config.js";
 export { type ProfileSettingsResult, setProfileSettings } from "./agents/app/profile-settings.js";
 export type { ProfileSettings } from "./agents/core/profile-settings.js";
@@ -14,7 +15,7 @@ export { HermesHome } from "./home/store/home.js";
 export { ProfileService } from "./identity/app/profiles.js";
 export { directRouting, SessionService } from "./identity/app/sessions.js";
 export { PeerClient, type PeerSender } from "./peers/app/peer-client.js";
-export { addPeer, assertPeerName, listPeers, removePeer } from "./peers/app/peer-config.js";
+export { addA2aPeer, addPeer, assertPeerName, listPeers, removePeer } from "./peers/app/peer-config.js";
 export { peerDirectory } from "./peers/app/peer-directory.js";
 export { parsePeerTarget } from "./peers/core/run-request.js";
 export { localTimeZone, RoutineService } from "./routines/app/routine-service.js";

@@ -72,6 +72,68 @@ export function describeMesh(s: MeshStatus): string {
   return [gateways, "", relay, coordinator, "", rooms].join("\n");
 }
 
+/** What `a2a.status` answers (services/gateway/src/a2a/app/a2a-status.ts). */
+export interface A2aStatusJson {
+  enabled: boolean;
+  index_card_url: string | null;
+  cards: { profile: string; name: string; url: string; card_url: string }[];
+  active: number;
+  tasks: {
+    task_id: string;
+    profile: string;
+    context_id: string;
+    caller: string;
+    state: string;
+    reason: string | null;
+    updated_at: string;
+  }[];
+  peers: { name: string; url: string; key_variable: string; key_set: boolean }[];
+}
+
+/** The A2A part of `hermes status`, or null from a gateway that serves none (an older one). */
+async function a2aStatus(ctx: CliContext): Promise<A2aStatusJson | null> {
+  try {
+    return await callOps<A2aStatusJson>(ctx, "a2a.status", { limit: 10 });
+  } catch (err) {
+    if (err instanceof HermesError && err.reason === "method_not_found") return null;
+    throw err;
+  }
+}
+
+/** `hermes status`'s A2A lines: the cards served, the agents called, the latest tasks. */
+export function describeA2a(a: A2aStatusJson | null): string {
+  if (!a) return "a2a: not served by this gateway";
+  const lines = [
+    a.enabled
+      ? `a2a: ${a.cards.length} bot card(s), index ${a.index_card_url}; ${a.active} task(s) running`
+      : "a2a: serving is off (a2a.enabled: false)",
+  ];
+  if (a.cards.length > 0)
+    lines.push(
+      table(
+        ["BOT", "NAME", "CARD"],
+        a.cards.map((c) => [c.profile, c.name, c.card_url]),
+      ),
+    );
+  if (a.peers.length > 0) {
+    lines.push(
+      table(
+        ["A2A PEER", "URL", "KEY"],
+        a.peers.map((p) => [p.name, p.url, `${p.key_variable} ${p.key_set ? "(set)" : "(missing)"}`]),
+      ),
+    );
+  }
+  if (a.tasks.length > 0) {
+    lines.push(
+      table(
+        ["TASK", "BOT", "CALLER", "STATE", "UPDATED"],
+        a.tasks.map((t) => [t.task_id, t.profile, t.caller, t.reason ? `${t.state} [${t.reason}]` : t.state, t.updated_at]),
+      ),
+    );
+  }
+  return lines.join("\n");
+}
+
 function seconds(value: string | undefined, flag: string, fallback: number): number {
   if (value === undefined) return fallback;
   const n = Number(value);
@@ -107,14 +169,15 @@ export function registerOpsCommands(program: Command, run: CommandRunner, exit: 
   program
     .command("status")
     .description(
-      "the mesh as this gateway sees it: gateways (url, reachable, version, uptime), relay link, coordinator, and per room role, epoch, seq, lag per replica, safety",
+      "the mesh as this gateway sees it: gateways (url, reachable, version, uptime), relay link, coordinator, per room role, epoch, seq, lag per replica, safety; the A2A cards served and the latest A2A tasks",
     )
     .option("--watch", "redraw every 2 s until Ctrl-C (with --json: one JSON document per line)")
     .action(
       run(async (ctx, o: { watch?: boolean }) => {
         if (!o.watch) {
           const s = await callOps<MeshStatus>(ctx, "mesh.status", { fresh: true });
-          emit(ctx.json, s, () => describeMesh(s));
+          const a2a = await a2aStatus(ctx);
+          emit(ctx.json, { ...s, a2a }, () => `${describeMesh(s)}\n\n${describeA2a(a2a)}`);
           return;
         }
         let stop = false;

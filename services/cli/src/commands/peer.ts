@@ -1,8 +1,9 @@
+import { randomUUID } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { HermesError, isErrorReason } from "@hermes/common/client";
 import { DEFAULT_PROFILE, isValidGatewayId } from "@hermes/contract";
-import type { HermesHome, ModelConfigSource, PeerClient, PeerSender } from "@hermes/gateway/direct";
+import type { A2aAnswer, A2aPeerDirectory, HermesHome, ModelConfigSource, PeerClient, PeerSender } from "@hermes/gateway/direct";
 import type { Run } from "@hermes/proto/hermes/v1/peers";
 import type { Command } from "commander";
 import type { CliContext } from "../context.js";
@@ -148,6 +149,15 @@ const gatewayPackage = () => import("@hermes/gateway/direct");
 
 async function openPeer(ctx: CliContext, name: string): Promise<{ client: PeerClient; config: ModelConfigSource }> {
   const { ModelConfigSource, PeerClient, peerDirectory, assertPeerName } = await gatewayPackage();
+  if (await a2aAgent(ctx, name)) {
+    throw new HermesError(
+      "invalid_params",
+      `${name} is an A2A agent: message it with hermes peer dm ${name} (runs, status and stop are for Hermes gateways)`,
+      {
+        data: { peer: name },
+      },
+    );
+  }
   const config = new ModelConfigSource(ctx.home);
   const client = PeerClient.open(peerDirectory(config), assertPeerName(name));
   return { client, config };
@@ -162,6 +172,52 @@ async function withPeer<T>(ctx: CliContext, name: string, fn: (client: PeerClien
   }
 }
 
+/** The A2A agent registered under `name`, with the lookup that reads it, or undefined for a gateway peer or none. */
+async function a2aAgent(ctx: CliContext, name: string): Promise<{ directory: A2aPeerDirectory; config: ModelConfigSource } | undefined> {
+  const { ModelConfigSource, a2aPeerDirectory, assertPeerName } = await gatewayPackage();
+  const config = new ModelConfigSource(ctx.home);
+  const directory = a2aPeerDirectory(config);
+  return directory.get(assertPeerName(name)) ? { directory, config } : undefined;
+}
+
+export interface AgentAnswerJson {
+  peer: string;
+  task_id: string | null;
+  status: "completed" | "failed" | "canceled" | "running";
+  reply: string | null;
+  reason: string | null;
+  error: string | null;
+}
+
+/** An A2A agent's answer as `peer dm --json` prints it: the shape of a run, in the agent's terms. */
+function agentAnswerJson(peer: string, answer: A2aAnswer): AgentAnswerJson {
+  const o = answer.outcome;
+  const base = { peer, task_id: answer.task_id ?? null, reply: null, reason: null, error: null };
+  switch (o.kind) {
+    case "reply":
+      return { ...base, status: "completed", reply: o.reply };
+    case "failed":
+      return { ...base, status: "failed", reason: o.reason, error: o.error };
+    case "canceled":
+      return { ...base, status: "canceled", error: o.error };
+    case "open":
+      return { ...base, status: "running" };
+  }
+}
+
+/** A dm to an agent that did not complete, as an error with its reason (exit 1: it failed on the agent). */
+function agentFailure(peer: string, a: AgentAnswerJson): HermesError | undefined {
+  if (a.status === "completed") return undefined;
+  const data = { peer, task_id: a.task_id, status: a.status };
+  if (a.status === "failed") {
+    const reason = a.reason && isErrorReason(a.reason) ? a.reason : "unknown";
+    return new HermesError(reason, `A2A agent ${peer}: the task failed [reason: ${a.reason ?? "unknown"}]: ${a.error ?? "no error text"}`, {
+      data,
+    });
+  }
+  return new HermesError("unknown", `A2A agent ${peer}: the task was ${a.status}${a.error ? `: ${a.error}` : ""}`, { data });
+}
+
 export function registerPeerCommands(program: Command, run: CommandRunner): void {
   const peer = program
     .command("peer")
@@ -169,22 +225,48 @@ export function registerPeerCommands(program: Command, run: CommandRunner): void
 
   peer
     .command("add <name>")
-    .description("register a peer: name/url in config.yaml (bot_peers), key in HERMES_HOME/.env as HERMES_PEER_<NAME>_KEY")
-    .requiredOption("--url <url>", "the peer's gRPC URL: grpc://HOST:PORT (grpcs:// for TLS)")
-    .option("--key <key>", "the peer's API key (its API_SERVER_KEY)")
+    .description(
+      "register a peer: a Hermes gateway (--url, its key as HERMES_PEER_<NAME>_KEY) or any A2A agent (--a2a URL, its key in --key-env VAR); name/url in config.yaml",
+    )
+    .option("--url <url>", "a Hermes gateway's gRPC URL: grpc://HOST:PORT (grpcs:// for TLS)")
+    .option("--a2a <url>", "an A2A agent's URL: where its Agent Card is (https://HOST/…/ or …/.well-known/agent-card.json)")
+    .option("--key <key>", "the peer's API key (a gateway's API_SERVER_KEY; for an A2A agent, written into its key variable)")
+    .option(
+      "--key-env <var>",
+      "A2A: the variable (HERMES_HOME/.env or the environment) holding the agent's bearer key (default HERMES_PEER_<NAME>_KEY)",
+    )
     .option("--note <text>", "a note for peer list")
     .action(
-      run(async (ctx, name: string, o: { url: string; note?: string }) => {
+      run(async (ctx, name: string, o: { url?: string; a2a?: string; keyEnv?: string; note?: string }) => {
         // `--key` is also the global option (the key for --gateway), so it lands on the program; only
         // a key given on this command line counts, never HERMES_KEY from the environment.
         const key = program.getOptionValueSource("key") === "cli" ? (program.opts() as { key?: string }).key : undefined;
+        if ((o.url === undefined) === (o.a2a === undefined)) {
+          throw new HermesError(
+            "invalid_params",
+            `name the peer's URL once: hermes peer add ${name} --url grpc://HOST:PORT --key KEY (a gateway) or --a2a URL [--key-env VAR] (an A2A agent)`,
+          );
+        }
+        if (o.a2a !== undefined) {
+          const { addA2aPeer } = await gatewayPackage();
+          const r = addA2aPeer(ctx.home, { name, url: o.a2a, key_env: o.keyEnv, key, note: o.note });
+          emit(
+            ctx.json,
+            { name, kind: "a2a", url: o.a2a, note: o.note ?? null, key_variable: r.key_variable, created: r.created },
+            () =>
+              `${r.created ? "added" : "updated"} A2A agent ${name} (${o.a2a}); its key is read from ${r.key_variable} (HERMES_HOME/.env or the environment)`,
+          );
+          return;
+        }
+        if (o.keyEnv !== undefined)
+          throw new HermesError("invalid_params", "--key-env is for A2A agents (--a2a URL); a gateway's key is --key KEY");
         if (key === undefined)
           throw new HermesError("invalid_params", `a key is required: hermes peer add ${name} --url ${o.url} --key KEY`);
         const { addPeer } = await gatewayPackage();
-        const r = addPeer(ctx.home, { name, url: o.url, key, note: o.note });
+        const r = addPeer(ctx.home, { name, url: o.url!, key, note: o.note });
         emit(
           ctx.json,
-          { name, url: o.url, note: o.note ?? null, key_variable: r.key_variable, created: r.created },
+          { name, kind: "gateway", url: o.url, note: o.note ?? null, key_variable: r.key_variable, created: r.created },
           () => `${r.created ? "added" : "updated"} peer ${name} (${o.url}); its key is in ${ctx.home.envFile} as ${r.key_variable}`,
         );
       }),
@@ -192,17 +274,17 @@ export function registerPeerCommands(program: Command, run: CommandRunner): void
 
   peer
     .command("list")
-    .description("registered peers (names, URLs, notes, whether a key is set; never the keys)")
+    .description("registered peers, gateways and A2A agents (names, URLs, notes, whether a key is set; never the keys)")
     .action(
       run(async (ctx) => {
         const { listPeers, ModelConfigSource } = await gatewayPackage();
         const peers = listPeers(new ModelConfigSource(ctx.home));
         emit(ctx.json, { peers }, () =>
           peers.length === 0
-            ? "no peers: add one with hermes peer add NAME --url grpc://HOST:PORT --key KEY"
+            ? "no peers: add one with hermes peer add NAME --url grpc://HOST:PORT --key KEY (or --a2a URL for an A2A agent)"
             : table(
-                ["NAME", "URL", "KEY", "NOTE"],
-                peers.map((p) => [p.name, p.url, `${p.key_variable} ${p.key_set ? "(set)" : "(missing)"}`, p.note ?? ""]),
+                ["NAME", "KIND", "URL", "KEY", "NOTE"],
+                peers.map((p) => [p.name, p.kind, p.url, `${p.key_variable} ${p.key_set ? "(set)" : "(missing)"}`, p.note ?? ""]),
               ),
         );
       }),
@@ -232,6 +314,30 @@ export function registerPeerCommands(program: Command, run: CommandRunner): void
       run(async (ctx, target: string, o: { wait?: string; idempotencyKey?: string }) => {
         const { peer: name, profile } = (await gatewayPackage()).parsePeerTarget(target);
         const wait = positiveSeconds(o.wait, "--wait", DEFAULT_DM_WAIT_SECONDS);
+        const agent = await a2aAgent(ctx, name);
+        if (agent) {
+          if (target.includes("/"))
+            throw new HermesError("invalid_params", `${name} is one A2A agent: hermes peer dm ${name} < message.txt`);
+          const input = await readMessage("dm");
+          const { A2aPeerClient } = await gatewayPackage();
+          const client = A2aPeerClient.open(agent.directory, name, { timeoutMs: wait * 1000 });
+          try {
+            const from = sender(ctx, agent.config);
+            const answer = await client.send({
+              text: input,
+              message_id: o.idempotencyKey ?? randomUUID(),
+              sender: { name: from.name, handle: `${from.profile}@${from.gateway}` },
+            });
+            const out = agentAnswerJson(name, answer);
+            const failure = agentFailure(name, out);
+            if (ctx.json) emit(true, out, () => "");
+            else if (!failure) emit(false, undefined, () => out.reply ?? "");
+            if (failure) throw failure;
+          } finally {
+            client.close();
+          }
+          return;
+        }
         const input = await readMessage("dm");
         await withPeer(ctx, name, async (client, config) => {
           const reply = await client.dm({ profile, input, sender: sender(ctx, config), idempotency_key: o.idempotencyKey }, wait);

@@ -46,10 +46,12 @@ export interface RunOptions {
   timeoutMs?: number;
   /** The folder the command runs in (default: the test runner's). */
   cwd?: string;
+  /** Piped to the command's stdin (dm and run read their message there); without it stdin is closed empty. */
+  input?: string;
 }
 
 /**
- * Runs `hermes ARGS…` as a subprocess (argv array, no shell) with stdin closed, so it has no TTY.
+ * Runs `hermes ARGS…` as a subprocess (argv array, no shell) with stdin a pipe (closed at once, or after `input`), so it has no TTY.
  * Resolves with the exit code and output; never rejects on a non-zero exit.
  */
 export function hermes(args: string[], options: RunOptions = {}): Promise<CliResult> {
@@ -67,7 +69,7 @@ export function hermes(args: string[], options: RunOptions = {}): Promise<CliRes
         resolve({ code: err ? Number(err.code) : 0, stdout, stderr });
       },
     );
-    child.stdin?.end();
+    child.stdin?.end(options.input ?? "");
   });
 }
 

@@ -3,6 +3,8 @@
 // The mesh status is the gateway's own model (types only: nothing of the gateway is bundled).
 import type { Authority, MemberView as Member } from "../../../gateway/src/ops/core/mesh-status.js";
 
+/** `a2a.status`: the cards served, the agents called, the latest tasks. */
+export type { A2aStatus } from "../../../gateway/src/a2a/app/a2a-status.js";
 export type { Authority, MeshCopy, MeshGateway, MeshRoom, MeshStatus } from "../../../gateway/src/ops/core/mesh-status.js";
 export type { Member };
 

@@ -3,6 +3,7 @@ import type { Session } from "./api.js";
 import { h, replace } from "./dom.js";
 import { Rpc } from "./rpc.js";
 import { type Ctx, errorBox, type View } from "./ui.js";
+import { a2aView } from "./views/a2a.js";
 import { botsView } from "./views/bots.js";
 import { chatView } from "./views/chat.js";
 import { deliveriesView } from "./views/deliveries.js";
@@ -16,6 +17,7 @@ const VIEWS: { name: string; label: string; view: View }[] = [
   { name: "chat", label: "Bot Chat", view: chatView },
   { name: "rooms", label: "Rooms", view: roomsView },
   { name: "deliveries", label: "Deliveries", view: deliveriesView },
+  { name: "a2a", label: "A2A", view: a2aView },
   { name: "mesh", label: "Mesh", view: meshView },
   { name: "runbook", label: "Runbook", view: runbookView },
 ];

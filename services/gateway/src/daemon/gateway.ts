@@ -12,6 +12,7 @@ import {
 } from "@hermes/common";
 import type { Coordinator } from "@hermes/coordinator";
 import type { GatewayStatus } from "@hermes/proto/hermes/v1/gateway";
+import type { A2aTasks } from "../a2a/app/a2a-tasks.js";
 import type { ChatService } from "../agents/app/chat.js";
 import { OBLIGATION_RETENTION_MS, pruneEndedObligations } from "../agents/store/obligations-store.js";
 import type { DeliveryService } from "../delivery/app/delivery-service.js";
@@ -67,6 +68,8 @@ export class Gateway {
   private readonly deliveryWorker: DeliveryWorker;
   /** Turns other gateways run here (`hermes peer dm/run`). */
   readonly peerRuns: PeerRuns;
+  /** Tasks A2A callers start here. */
+  readonly a2aTasks: A2aTasks;
   /** Replicated rooms (store, group commit, replication, authority). */
   readonly rooms: RoomsService;
   /** The discussion driver of the rooms led here. */
@@ -110,6 +113,7 @@ export class Gateway {
     this.deliveries = s.deliveries;
     this.deliveryWorker = s.deliveryWorker;
     this.peerRuns = s.peerRuns;
+    this.a2aTasks = s.a2aTasks;
     this.rooms = s.rooms;
     this.discussions = s.discussions;
     this.relay = s.relay;
@@ -132,7 +136,7 @@ export class Gateway {
 
   /**
    * Start-up, once the servers listen: interrupted chat turns are marked failed (and ended ones
-   * past their retention pruned), peer runs and deliveries recovered, followed rooms resumed, the
+   * past their retention pruned), peer runs, A2A tasks and deliveries recovered, followed rooms resumed, the
    * driver closes turns left open, the relay link dials, the Telegram bot finishes its inbox and
    * polls, heartbeats are written, and only then is the gateway ready.
    */
@@ -145,6 +149,7 @@ export class Gateway {
     // Runs cut off by the last stop are failed, then the times missed meanwhile follow the misfire policy.
     this.routines.start();
     this.peerRuns.start();
+    this.a2aTasks.start();
     this.deliveries.start();
     this.rooms.start();
     this.discussions.start();
@@ -214,6 +219,8 @@ export class Gateway {
       this.deliveries.beginStop();
       // Peer runs too: waiting dm callers are answered; queued runs stay queued, running ones end interrupted.
       this.peerRuns.beginStop();
+      // A2A too: no new tasks; running turns end with the turn engine (failed runtime_offline), open streams with the HTTP port.
+      this.a2aTasks.beginStop();
       // No new Telegram updates: the poller tells Telegram the final offset and releases the bot's singleton.
       const telegramStopping = this.telegram?.beginStop();
       const roomsStopping = this.rooms.beginStop();

@@ -24,6 +24,10 @@ import { OpsServiceService } from "@hermes/proto/hermes/v1/ops";
 import { PeerServiceService } from "@hermes/proto/hermes/v1/peers";
 import { QuorumServiceService } from "@hermes/proto/hermes/v1/quorum";
 import { RoomMemberServiceService } from "@hermes/proto/hermes/v1/rooms";
+import { a2aRoutes } from "../a2a/api/a2a-routes.js";
+import { A2aCallers } from "../a2a/app/a2a-callers.js";
+import { a2aPeerDirectory } from "../a2a/app/a2a-peer-client.js";
+import { a2aStatus } from "../a2a/app/a2a-status.js";
 import { controlServiceHandlers, gatewayServiceHandlers } from "../api/grpc/gateway-service.js";
 import { apiPlatformRoute } from "../api/http/api-platform.js";
 import { createRpcServer, type RpcServer } from "../api/rpc/rpc-server.js";
@@ -101,6 +105,18 @@ export async function startServers(f: Foundation, s: Services, state: GatewaySta
     keyRequired: keys.required,
     consoleUrl: () => consoleUrl(state.httpAddress, null) ?? "/",
     rpcMethodNames: () => Object.keys(rpcMethods).sort(),
+    a2a: (limit) =>
+      a2aStatus(
+        {
+          enabled: settings.a2a.enabled,
+          tasks: s.a2aTasks,
+          profiles: s.profiles,
+          config: s.config,
+          peers: a2aPeerDirectory(s.config),
+          baseUrl: () => settings.a2a.publicUrl ?? `http://${state.httpAddress}`,
+        },
+        limit,
+      ),
     metadata: {
       sections: () => s.metadata.sections().map(({ id, name }) => ({ id, name })),
       profile: (name) => {
@@ -181,6 +197,23 @@ export async function startServers(f: Foundation, s: Services, state: GatewaySta
     metricsPublic: settings.metricsPublic,
     routes: [
       apiPlatformRoute({ chat: s.chat, keys, logger }),
+      ...(settings.a2a.enabled
+        ? [
+            a2aRoutes({
+              tasks: s.a2aTasks,
+              callers: new A2aCallers(keys, s.config, logger.child({ module: "a2a" })),
+              profiles: s.profiles,
+              config: s.config,
+              listed: (profile) => !s.profiles.show(profile).meta.hidden,
+              gatewayId: f.id,
+              version: VERSION,
+              publicUrl: settings.a2a.publicUrl,
+              keepAliveMs: settings.a2a.keepAliveMs,
+              allowedOrigins: settings.httpAllowedOrigins,
+              logger: logger.child({ module: "a2a" }),
+            }),
+          ]
+        : []),
       consoleRoutes({
         gatewayId: f.id,
         gate,

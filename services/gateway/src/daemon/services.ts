@@ -1,4 +1,8 @@
 import { type Cleanup, isoTime } from "@hermes/common";
+import { a2aPeerDirectory } from "../a2a/app/a2a-peer-client.js";
+import { A2aTasks } from "../a2a/app/a2a-tasks.js";
+import { A2aPeerTransport } from "../a2a/app/a2a-transport.js";
+import { A2aTasksStore } from "../a2a/store/tasks-store.js";
 import { ChatService } from "../agents/app/chat.js";
 import { ModelConfigSource } from "../agents/app/model-config.js";
 import { BotMetadata } from "../botmode/app/bot-metadata.js";
@@ -34,7 +38,7 @@ import { VERSION } from "./version.js";
  * The services of a gateway, built in the order they depend on each other (each one complete when
  * it is built; later ones subscribe to the events of earlier ones):
  *
- *   profiles → relay routes → deliveries (roster, machines, group commit) → turn engine → peer runs
+ *   profiles → relay routes → deliveries (roster, machines, group commit) → turn engine → peer runs, A2A tasks
  *   → room log, discussion driver, rooms → relay link → delivery worker → the Telegram bot
  *   → Bot Mode metadata, routines
  *
@@ -54,6 +58,8 @@ export interface Services {
   deliveries: DeliveryService;
   deliveryWorker: DeliveryWorker;
   peerRuns: PeerRuns;
+  /** Tasks A2A callers start in Bot Chats here. */
+  a2aTasks: A2aTasks;
   rooms: RoomsService;
   discussions: DiscussionDriver;
   memberTurns: MemberTurnServer;
@@ -234,6 +240,20 @@ function peerRuns(f: Foundation, p: ProfileServices, chat: ChatService): PeerRun
   });
 }
 
+/** A2A tasks: messages of A2A callers as turns in canonical Bot Chats (no approvals service yet: never input-required). */
+function a2aTasks(f: Foundation, p: ProfileServices, chat: ChatService): A2aTasks {
+  return new A2aTasks({
+    store: new A2aTasksStore(f.db),
+    profiles: p.profiles,
+    sessions: p.sessions,
+    chat,
+    clock: f.clock,
+    logger: f.logger.child({ module: "a2a" }),
+    registry: f.metrics.registry,
+    settings: { turnTimeoutMs: f.settings.delivery.turnTimeoutMs },
+  });
+}
+
 /** The relay's stream: it serves the rooms and member turns of this gateway through the tunnel and feeds the ingress. */
 function relayLink(
   f: Foundation,
@@ -259,7 +279,7 @@ function relayLink(
   });
 }
 
-/** What does the deliveries' work: turns in the engine, the transports (the relay's included), notifications. */
+/** What does the deliveries' work: turns in the engine, the transports (the relay's and A2A agents' included), notifications. */
 function deliveryWorker(
   f: Foundation,
   p: ProfileServices,
@@ -276,6 +296,7 @@ function deliveryWorker(
     roster,
     peers: p.peers,
     relay: relay?.transport,
+    a2a: new A2aPeerTransport(a2aPeerDirectory(p.config), f.settings.delivery.peerTimeoutMs, f.clock),
     clock: f.clock,
     logger: f.logger,
     settings: f.settings.delivery,
@@ -305,6 +326,7 @@ export function buildServices(f: Foundation, cleanup: Cleanup): Services {
   const deliveries = deliveryService(f, p, roster);
   const chat = turnEngine(f, p, deliveries);
   const runs = peerRuns(f, p, chat);
+  const tasks = a2aTasks(f, p, chat);
   const { rooms, discussions, memberTurns, coordination, quorum } = roomServices(f, p, chat, routes);
   cleanup.push(() => void rooms.stop());
   const relay = routes ? relayLink(f, p, routes, deliveries, { rooms, memberTurns }) : undefined;
@@ -318,6 +340,7 @@ export function buildServices(f: Foundation, cleanup: Cleanup): Services {
     deliveries,
     deliveryWorker: worker,
     peerRuns: runs,
+    a2aTasks: tasks,
     rooms,
     discussions,
     memberTurns,

@@ -23,6 +23,8 @@ export interface DeliveryWorkerDeps {
   peers: PeerDirectory;
   /** `<handle>@<connection>` mail, when this gateway has a relay; without one such mail fails runtime_offline. */
   relay?: DeliveryTransport | undefined;
+  /** Mail for A2A agents registered as peers (`a2a.peers`); without it such mail fails runtime_offline. */
+  a2a?: DeliveryTransport | undefined;
   clock: Clock;
   logger: Logger;
   settings: DeliverySettings;
@@ -47,7 +49,7 @@ export class DeliveryWorker {
   private readonly turns = new Map<string, AbortController>();
   private readonly notes = new Map<string, PendingNotes>();
   private readonly running = new Set<Promise<unknown>>();
-  private readonly transports: Record<"peer" | "relay", DeliveryTransport>;
+  private readonly transports: Record<"peer" | "relay" | "a2a", DeliveryTransport>;
   private readonly stopController = new AbortController();
   private stopping = false;
 
@@ -55,6 +57,10 @@ export class DeliveryWorker {
     this.transports = {
       peer: new PeerTransport(deps.peers, deps.settings.peerTimeoutMs),
       relay: deps.relay ?? new NoRelayTransport(),
+      a2a: deps.a2a ?? {
+        deliver: (route) =>
+          Promise.reject(new HermesError("runtime_offline", `${route.target} is an A2A agent and this gateway has no A2A transport`)),
+      },
     };
     deps.deliveries.events.on("work", (work) => this.do(work));
   }
@@ -161,7 +167,8 @@ export class DeliveryWorker {
   private transmit(row: OutboxRow): void {
     const { deliveries, roster } = this.deps;
     const id = row.delivery_id;
-    const transport = this.transports[row.route.kind as "peer" | "relay"];
+    const route = row.route;
+    const transport = route.kind === "peer" && route.a2a ? this.transports.a2a : this.transports[route.kind as "peer" | "relay"];
     this.track(
       transport
         .deliver(row.route, envelopeOf(row), { sender_name: roster.displayName(row.from_profile), signal: this.stopController.signal })

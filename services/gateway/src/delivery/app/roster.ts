@@ -35,7 +35,7 @@ interface RosterCache {
 }
 
 /**
- * Who can be messaged: local profiles (with former names and personas), peers, relay bots.
+ * Who can be messaged: local profiles (with former names and personas), peers, A2A agents, relay bots.
  * Target resolution, attribution and the teammate roster of Bot Chat system prompts read it.
  * Cached; a profile change or a relay roster update invalidates it at once, and it is rebuilt every
  * ROSTER_TTL_MS anyway to pick up hand edits of titles, descriptions and bot_peers.
@@ -90,12 +90,14 @@ export class DeliveryRoster {
         }
       }),
     );
-    const peers = Object.keys(config.gatewayConfig().bot_peers ?? {}).sort();
+    const file = config.gatewayConfig();
+    const peers = Object.keys(file.bot_peers ?? {}).sort();
+    const agents = Object.entries(file.a2a?.peers ?? {}).sort(([a], [b]) => (a < b ? -1 : 1));
     const remote = this.deps.remote?.bots() ?? [];
     const roster: Roster = {
       local: names.map((n) => ({ profile: n, aliases: aliases.get(n) ?? [], title: personas.get(n)?.title ?? "" })),
       remote,
-      peers: peers.map((name) => ({ name })),
+      peers: [...peers.map((name) => ({ name })), ...agents.map(([name]) => ({ name, a2a: true }))],
       ...(this.deps.relayConnection ? { local_connection: this.deps.relayConnection } : {}),
     };
     // Everyone's teammates but the bot itself, built once per rebuild and shared (the per-bot list
@@ -104,6 +106,7 @@ export class DeliveryRoster {
       ...names.map((n) => ({ target: n, title: personas.get(n)!.title, description: personas.get(n)!.description })),
       ...remote.map(relayTeammate),
       ...peers.map((peer) => ({ target: `${peer}/<profile>`, where: `peer gateway ${peer}; ${peer} alone means its default bot` })),
+      ...agents.map(([name, agent]) => ({ target: name, where: `an A2A agent at ${agent.url}`, description: agent.note })),
     ];
     const displayNames = new Map(names.map((n) => [n, personas.get(n)!.display_name]));
     this.cache = { at: now, roster, everyone, teammates: new Map(), names: displayNames };

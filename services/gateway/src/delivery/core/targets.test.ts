@@ -163,6 +163,33 @@ describe("resolveTarget", () => {
   });
 });
 
+describe("A2A agents as peers", () => {
+  const withAgents: Roster = { ...roster, peers: [...roster.peers, { name: "weather", a2a: true }, { name: "dixie", a2a: true }] };
+
+  it("an agent is reached by its name alone, over A2A", () => {
+    expect(resolveTarget("weather", withAgents)).toEqual({ kind: "peer", peer: "weather", profile: "", target: "weather", a2a: true });
+    expect(resolveTarget("@Weather", withAgents)).toMatchObject({ target: "weather", a2a: true });
+  });
+
+  it("`<agent>/<profile>` is refused (an agent has no profiles), naming the right form", () => {
+    expect(caught(() => resolveTarget("weather/default", withAgents))).toMatchObject({
+      reason: "unknown_target",
+      message: expect.stringContaining("is one A2A agent: message it as weather"),
+    });
+  });
+
+  it("an agent whose name is also a bot's elsewhere is ambiguous, not guessed", () => {
+    expect(caught(() => resolveTarget("dixie", withAgents))).toMatchObject({
+      reason: "ambiguous_target",
+      data: { candidates: ["dixie@vps", "dixie"] },
+    });
+  });
+
+  it("is listed as a teammate by its name", () => {
+    expect(listTeammates(withAgents)).toEqual(expect.arrayContaining(["weather", "dixie"]));
+  });
+});
+
 describe("listTeammates", () => {
   it("lists local names, qualified remote handles and peer profiles", () => {
     expect(listTeammates(roster, "bob")).toEqual([

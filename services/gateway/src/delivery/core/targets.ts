@@ -6,6 +6,7 @@ import { DEFAULT_PROFILE, isValidName } from "@hermes/contract";
  *   `<profile>`               a bot on this gateway (its name or a former name), or a unique bare handle elsewhere
  *   `<handle>@<connection>`   a bot on another gateway reached through the relay
  *   `<peer>/<profile>`        a bot on a directly registered peer (`<peer>` alone: its default profile)
+ *   `<peer>`                  an A2A agent registered as a peer (one agent: no profile part)
  */
 export const TARGET_FORMS = ["<profile>", "<handle>@<connection>", "<peer>/<profile>"] as const;
 
@@ -36,6 +37,8 @@ export interface PeerEntry {
   name: string;
   /** Profiles known to live on the peer; when absent any well-formed profile name is accepted. */
   profiles?: readonly string[];
+  /** An A2A agent (`a2a.peers`): one agent, reached by its name alone, over A2A. */
+  a2a?: boolean;
 }
 
 export interface Roster {
@@ -49,7 +52,7 @@ export interface Roster {
 export type Route =
   | { kind: "local"; profile: string; target: string }
   | { kind: "relay"; connection: string; handle: string; target: string }
-  | { kind: "peer"; peer: string; profile: string; target: string };
+  | { kind: "peer"; peer: string; profile: string; target: string; a2a?: true };
 
 function norm(text: string): string {
   return text.trim().replace(/^@+/, "").toLowerCase();
@@ -65,7 +68,8 @@ export function listTeammates(roster: Roster, self?: string): string[] {
   for (const bot of roster.local) if (bot.profile !== self) out.push(bot.profile);
   for (const bot of roster.remote) out.push(`${bot.handle}@${bot.connection}`);
   for (const peer of roster.peers) {
-    if (peer.profiles && peer.profiles.length > 0) for (const p of peer.profiles) out.push(`${peer.name}/${p}`);
+    if (peer.a2a) out.push(peer.name);
+    else if (peer.profiles && peer.profiles.length > 0) for (const p of peer.profiles) out.push(`${peer.name}/${p}`);
     else out.push(`${peer.name}/<profile>`);
   }
   return out;
@@ -95,6 +99,11 @@ export function parseTarget(raw: string): ParsedTarget | { form: "invalid"; why:
     return { form: "name", name: text };
   }
   return { form: "invalid", why: `${JSON.stringify(raw)} is not a valid target` };
+}
+
+/** The route to an A2A agent registered as a peer: its name is the whole target. */
+function a2aRoute(peer: string): Route {
+  return { kind: "peer", peer, profile: "", target: peer, a2a: true };
 }
 
 interface Candidate {
@@ -154,6 +163,10 @@ export function resolveTarget(raw: string, roster: Roster, options: { self?: str
         }
       }
       for (const peer of roster.peers) {
+        if (peer.a2a) {
+          if (norm(peer.name) === name) candidates.push({ route: a2aRoute(peer.name), exactLocal: false });
+          continue;
+        }
         // A bare peer name means its default profile, when the peer has one.
         const hasDefault = !peer.profiles || peer.profiles.length === 0 || peer.profiles.some((p) => norm(p) === DEFAULT_PROFILE);
         if (norm(peer.name) === name && hasDefault) {
@@ -184,6 +197,8 @@ export function resolveTarget(raw: string, roster: Roster, options: { self?: str
     case "peer": {
       const peer = roster.peers.find((p) => norm(p.name) === parsed.peer);
       if (!peer) throw unknownTarget(raw, roster, self, `no peer called ${JSON.stringify(parsed.peer)} is registered`);
+      if (peer.a2a)
+        throw unknownTarget(raw, roster, self, `peer ${JSON.stringify(peer.name)} is one A2A agent: message it as ${peer.name}`);
       if (peer.profiles && peer.profiles.length > 0 && !peer.profiles.some((p) => norm(p) === parsed.profile)) {
         throw unknownTarget(raw, roster, self, `peer ${JSON.stringify(peer.name)} has no profile called ${JSON.stringify(parsed.profile)}`);
       }

@@ -53,6 +53,30 @@ describe("http settings", () => {
   });
 });
 
+describe("a2a settings", () => {
+  it("serve by default with 15 s keep-alives; a public URL loses its trailing slash", () => {
+    expect(resolveGatewaySettings(homeWith(""), {}, {}).a2a).toEqual({ enabled: true, keepAliveMs: 15_000 });
+    const s = resolveGatewaySettings(
+      homeWith("a2a:\n  enabled: false\n  public_url: https://bots.example.com/hermes/\n  keep_alive_seconds: 2\n"),
+      {},
+      {},
+    );
+    expect(s.a2a).toEqual({ enabled: false, publicUrl: "https://bots.example.com/hermes", keepAliveMs: 2000 });
+  });
+
+  it("refuse a bad public URL, caller or peer, naming the key", () => {
+    for (const [yaml, key] of [
+      ["a2a:\n  public_url: ftp://x\n", /public_url/],
+      ["a2a:\n  callers:\n    partner: { key_env: 'not a var' }\n", /key_env/],
+      ["a2a:\n  peers:\n    Weather: { url: https://x/ }\n", /peers/],
+      ["a2a:\n  peers:\n    weather: { url: grpc://x:1 }\n", /url/],
+      ["a2a:\n  unknown: 1\n", /unknown/],
+    ] as const) {
+      expect(() => resolveGatewaySettings(homeWith(yaml), {}, {})).toThrow(key);
+    }
+  });
+});
+
 describe("environment overrides", () => {
   it("a blank variable is not set: the file's value or the default holds", () => {
     const home = homeWith("gateway:\n  grpc: 127.0.0.1:7555\n  db_busy_timeout_ms: 250\n");

@@ -66,6 +66,39 @@ const providerEntry = z
   })
   .strict();
 
+const envVarName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, "an environment variable name");
+const a2aName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "lower-case letters, digits, '_' or '-' (1-64)");
+
+/** `a2a:` in HERMES_HOME/config.yaml. */
+const a2aSectionSchema = z
+  .object({
+    /** Serve the cards and the JSON-RPC endpoints (default true). */
+    enabled: z.boolean().optional(),
+    /** The base URL the cards advertise (a proxy in front of the HTTP port), e.g. https://bots.example.com. */
+    public_url: z
+      .string()
+      .regex(/^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/, "http(s)://host[:port][/path], no query")
+      .optional(),
+    /** SSE comments sent on an idle stream, so proxies and clients do not drop it. */
+    keep_alive_seconds: z.number().positive().max(300).optional(),
+    /** Keys this gateway gave A2A callers: a call with one is attributed to its name. */
+    callers: z.record(a2aName, z.object({ key_env: envVarName, note: z.string().max(500).optional() }).strict()).optional(),
+    /** A2A agents this gateway calls (hermes peer add NAME --a2a URL): message_agent, hermes message and hermes peer dm reach them. */
+    peers: z
+      .record(
+        a2aName,
+        z
+          .object({
+            url: z.string().regex(/^https?:\/\/\S+$/, "an http(s):// URL"),
+            key_env: envVarName.optional(),
+            note: z.string().max(500).optional(),
+          })
+          .strict(),
+      )
+      .optional(),
+  })
+  .strict();
+
 /** The model keys a profile's config.yaml holds; the gateway-wide config.yaml gives defaults. */
 export const modelConfigSchema = z
   .object({
@@ -180,6 +213,8 @@ export const gatewayConfigSchema = modelConfigSchema
       .string()
       .regex(/^grpcs?:\/\/[^/\s]+$/, "grpc://host:port or grpcs://host:port")
       .optional(),
+    /** A2A: every bot an agent A2A clients can call (cards, JSON-RPC on the HTTP port), and A2A agents as peers. */
+    a2a: a2aSectionSchema.optional(),
     /** Bot-to-bot delivery. */
     delivery: z
       .object({
@@ -220,7 +255,16 @@ export interface GatewaySettings {
   coordinator?: CoordinatorSettings;
   /** The key gateways of the coordinated mesh call each other with (HERMES_MESH_KEY); also accepted like an API key. */
   meshKey?: string;
+  a2a: A2aSettings;
   file: GatewayConfigFile;
+}
+
+/** A2A serving (`a2a:` in config.yaml; its callers and peers are read when used, so edits apply without a restart). */
+export interface A2aSettings {
+  enabled: boolean;
+  /** The base URL cards advertise; without one, the address the caller reached. */
+  publicUrl?: string;
+  keepAliveMs: number;
 }
 
 export interface CoordinatorSettings {
@@ -308,6 +352,7 @@ export function loadProfileConfig(home: HermesHome, profile: string): ModelConfi
       rooms: _rooms,
       coordinator: _c,
       advertise_url: _u,
+      a2a: _a2a,
       ...model
     } = loadGatewayConfigFile(home);
     return model;
@@ -446,6 +491,11 @@ export function resolveGatewaySettings(home: HermesHome, overrides: SettingsOver
         }
       : {}),
     ...(meshKey ? { meshKey } : {}),
+    a2a: {
+      enabled: file.a2a?.enabled ?? true,
+      ...(file.a2a?.public_url ? { publicUrl: file.a2a.public_url.replace(/\/+$/, "") } : {}),
+      keepAliveMs: (file.a2a?.keep_alive_seconds ?? 15) * 1000,
+    },
     file,
   };
 }

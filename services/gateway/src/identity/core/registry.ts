@@ -123,6 +123,14 @@ export const IDENTITY_REGISTRY: IdentityTable[] = [
     columns: [{ table: "peer_runs", column: "profile", kind: "plain" }],
     purge: { kind: "delete" },
   },
+  // A2A tasks (home/store/migrations/012-a2a-tasks.ts): the bot whose Bot Chat runs them (and so
+  // the bot a conversation, a contextId, belongs to). The caller is the key's name, not a profile.
+  // A deleted profile's tasks are purged (its running turns were stopped first).
+  {
+    table: "a2a_tasks",
+    columns: [{ table: "a2a_tasks", column: "profile", kind: "plain" }],
+    purge: { kind: "delete" },
+  },
   // Telegram (home/store/migrations/007-telegram.ts): the session of each chat and forum topic. A rename
   // carries the bindings (and so every topic's conversation); a profile that already serves the same
   // chat or topic makes the rename refuse. A delete drops them with the sessions.

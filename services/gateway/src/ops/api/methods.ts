@@ -1,6 +1,7 @@
 import { type Clock, HermesError, isoTime } from "@hermes/common";
 import { RECEIPT_STATES } from "@hermes/contract";
 import { z } from "zod";
+import type { A2aStatus } from "../../a2a/app/a2a-status.js";
 import type { ChatService } from "../../agents/app/chat.js";
 import type { ConsoleSessions } from "../../console/api/console-sessions.js";
 import type { DeliveryService } from "../../delivery/app/delivery-service.js";
@@ -68,6 +69,8 @@ export interface OpsDeps {
   /** Every method /rpc serves, so the console shows what this gateway offers (Bot Mode's profiles.* when present). */
   rpcMethodNames(): string[];
   metadata?: BotMetadataSource | undefined;
+  /** The cards served and the latest A2A tasks (a2a.status). */
+  a2a?: ((limit: number) => A2aStatus) | undefined;
 }
 
 export interface OpsMethod<P = unknown> {
@@ -218,6 +221,15 @@ export const OPS_METHODS: readonly OpsMethod[] = [
         .filter((m) => m.role !== "tool")
         .map((m) => ({ seq: m.seq, role: m.role, content: m.content, created_at: m.created_at })),
     }),
+  }),
+  method({
+    name: "a2a.status",
+    transports: ["rpc", "grpc"],
+    params: z.object({ limit: z.number().int().min(1).max(200).optional() }),
+    call: (deps, p) => {
+      if (!deps.a2a) throw new HermesError("method_not_found", "this gateway serves no A2A");
+      return deps.a2a(p.limit ?? 20);
+    },
   }),
   method({
     name: "deliveries.list",

@@ -5,7 +5,7 @@ import { HermesError } from "@hermes/common";
 import { afterEach, describe, expect, it } from "vitest";
 import { ModelConfigSource } from "../../agents/app/model-config.js";
 import { HermesHome } from "../../home/store/home.js";
-import { addPeer, editEnvText, listPeers, removePeer } from "./peer-config.js";
+import { addA2aPeer, addPeer, editEnvText, listPeers, removePeer } from "./peer-config.js";
 import { peerDirectory, peerLinks } from "./peer-directory.js";
 
 const homes: string[] = [];
@@ -53,7 +53,7 @@ describe("add, list, remove", () => {
         key_variable: "HERMES_PEER_SPARK_KEY",
       });
       expect(listPeers(new ModelConfigSource(h, {}))).toEqual([
-        { name: "spark", url: "grpc://10.0.0.2:7440", note: null, key_variable: "HERMES_PEER_SPARK_KEY", key_set: true },
+        { name: "spark", kind: "gateway", url: "grpc://10.0.0.2:7440", note: null, key_variable: "HERMES_PEER_SPARK_KEY", key_set: true },
       ]);
       expect(statSync(h.envFile).mode & 0o777).toBe(0o600);
     }
@@ -122,5 +122,33 @@ describe("add, list, remove", () => {
     });
     expect(addPeer(h, { name: "a-b", url: "grpc://h:3", key: "k3-0123456789abcdef" }).created).toBe(false);
     expect(read(h, "env")).toBe("HERMES_PEER_A_B_KEY=k3-0123456789abcdef\n");
+  });
+
+  it("registers an A2A agent under a2a.peers with its key variable; one name is one peer of one kind", () => {
+    const h = home("# mine\na2a:\n  keep_alive_seconds: 5\n");
+    expect(addA2aPeer(h, { name: "weather", url: "https://agent.example/a2a/", key_env: "WEATHER_KEY", note: "forecasts" })).toEqual({
+      created: true,
+      key_variable: "WEATHER_KEY",
+    });
+    expect(addA2aPeer(h, { name: "open", url: "http://127.0.0.1:9/card.json", key: "open-key-0123456789abcdef" }).key_variable).toBe(
+      "HERMES_PEER_OPEN_KEY",
+    );
+    expect(read(h, "config")).toContain("# mine");
+    expect(read(h, "config")).toContain("keep_alive_seconds: 5");
+    expect(read(h, "env")).toBe("HERMES_PEER_OPEN_KEY=open-key-0123456789abcdef\n");
+    const list = listPeers(new ModelConfigSource(h, { WEATHER_KEY: "set-in-environment-0123" }));
+    expect(list).toEqual([
+      { name: "open", kind: "a2a", url: "http://127.0.0.1:9/card.json", note: null, key_variable: "HERMES_PEER_OPEN_KEY", key_set: true },
+      { name: "weather", kind: "a2a", url: "https://agent.example/a2a/", note: "forecasts", key_variable: "WEATHER_KEY", key_set: true },
+    ]);
+    expect(refusal(() => addPeer(h, { name: "weather", url: "grpc://h:1", key: "k1-0123456789abcdef" }))).toMatchObject({
+      reason: "already_exists",
+    });
+    expect(refusal(() => addA2aPeer(h, { name: "x", url: "grpc://h:1" })).reason).toBe("invalid_params");
+    expect(refusal(() => addA2aPeer(h, { name: "x", url: "https://h/", key_env: "NOT A VAR" })).reason).toBe("invalid_params");
+    expect(removePeer(h, "open")).toEqual({ key_removed: true, key_variable: "HERMES_PEER_OPEN_KEY" });
+    removePeer(h, "weather");
+    expect(read(h, "config")).toContain("keep_alive_seconds: 5");
+    expect(read(h, "config")).not.toContain("peers");
   });
 });

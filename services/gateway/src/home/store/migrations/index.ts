@@ -10,6 +10,7 @@ import { routinesMigration } from "./008-routines.js";
 import { roomLogSegmentsMigration } from "./009-room-log-segments.js";
 import { profileIdsMigration } from "./010-profile-ids.js";
 import { roomIdRunsMigration } from "./011-room-id-runs.js";
+import { a2aTasksMigration } from "./012-a2a-tasks.js";
 
 /**
  * The gateway's HERMES_HOME/state.db schema, numbered and applied in order at start
@@ -27,6 +28,7 @@ export const GATEWAY_MIGRATIONS: readonly Migration[] = [
   roomLogSegmentsMigration,
   profileIdsMigration,
   roomIdRunsMigration,
+  a2aTasksMigration,
 ];
 
 /** A named profile's profiles/<name>/state.db (the default profile's transcripts live in the root one). */
